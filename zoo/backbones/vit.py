@@ -1,0 +1,214 @@
+"""The isotropic ViT-style trunk with a swappable token mixer.
+
+Layout follows DeiT / timm ``VisionTransformer`` (conv patch embedding, cls token, learned position embedding,
+pre-norm blocks, LayerNorm eps 1e-6, exact GELU, MLP ratio 4, final LayerNorm, head on the cls token), so
+official ViT weights map one to one (``zoo.convert``). The mixer is injected by name (``zoo.mixers``)::
+
+    tokens -> [Block: x + mixer(norm1(x)); x + mlp(norm2(x))] x depth -> norm -> head(cls)
+
+The ``ff`` mixer keeps its paper's order and its own token LayerNorm::
+
+    [Block: x + mlp(norm2(x)); x + mixer(x)]       (mixer = token LayerNorm + token MLP)
+"""
+import math
+
+import torch
+import torch.nn as nn
+
+from .. import mixers
+from ..layers import DropPath, Mlp, PatchEmbed, resample_pos_embed
+
+# name -> (embed_dim, depth, num_heads). ``micro`` trains on a 2-core CPU in minutes.
+SIZES = {
+    "micro": dict(embed_dim=64, depth=4, num_heads=2),
+    "tiny": dict(embed_dim=192, depth=12, num_heads=3),
+    "small": dict(embed_dim=384, depth=12, num_heads=6),
+    "base": dict(embed_dim=768, depth=12, num_heads=12),
+}
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: token mixer then channel MLP (or MLP then mixer for mixers with ``mixer_first``
+    False, whose ``has_norm`` says they normalise their own input).
+
+    Args:
+        dim: Token width C.
+        num_heads: Heads of the mixer.
+        mixer: Mixer code (``sa``, ``ea``, ``effa``, ``ff``).
+        num_tokens: Token count (needed by ``ff``).
+        mlp_ratio: Hidden width of the channel MLP relative to C.
+        drop_path: Stochastic depth rate of both residual branches.
+        mixer_options: Extra keyword arguments of the mixer (e.g. ``memory_size`` for ``ea``).
+    """
+
+    def __init__(self, dim, num_heads, mixer="sa", num_tokens=None, mlp_ratio=4.0, drop=0.0, drop_path=0.0,
+                 mixer_options=None):
+        super().__init__()
+        self.mixer = mixers.build(mixer, dim=dim, num_heads=num_heads, num_tokens=num_tokens,
+                                  **(mixer_options or {}))
+        self.mixer_first = getattr(self.mixer, "mixer_first", True)
+        self.norm1 = nn.Identity() if getattr(self.mixer, "has_norm", False) else nn.LayerNorm(dim, eps=1e-6)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), drop=drop)
+        self.drop_path = DropPath(drop_path)
+
+    def forward(self, x, hw=None):
+        if self.mixer_first:
+            x = x + self.drop_path(self.mixer(self.norm1(x), hw))
+            return x + self.drop_path(self.mlp(self.norm2(x)))
+        x = x + self.drop_path(self.mlp(self.norm2(x)))
+        return x + self.drop_path(self.mixer(self.norm1(x), hw))
+
+
+def build_blocks(dim, depth, num_heads, mixer="sa", num_tokens=None, mlp_ratio=4.0, drop_rate=0.0,
+                 drop_path_rate=0.0, mixer_options=None):
+    """A ``nn.ModuleList`` of ``depth`` blocks with linearly increasing stochastic depth (for any tokenizer)."""
+    dpr = torch.linspace(0, drop_path_rate, depth).tolist() if depth else []
+    return nn.ModuleList(
+        Block(dim, num_heads, mixer=mixer, num_tokens=num_tokens, mlp_ratio=mlp_ratio, drop=drop_rate,
+              drop_path=dpr[i], mixer_options=mixer_options)
+        for i in range(depth))
+
+
+class VisionTransformer(nn.Module):
+    """Image classifier over the mixer trunk (DeiT layout).
+
+    Args:
+        mixer: Mixer code.
+        img_size: Input size (int or (H, W)). Models with a fixed token count (``ff``) accept only this size.
+        patch_size: Patch side.
+        in_chans: Input channels.
+        num_classes: Classes of the head (0: no head, ``forward`` returns pooled features).
+        embed_dim, depth, num_heads: Trunk size (see ``SIZES``).
+        mlp_ratio: Channel MLP expansion.
+        class_token: Prepend a cls token (pooled by the head); else the head averages the patch tokens.
+        drop_rate, drop_path_rate: Dropout and stochastic depth.
+        mixer_options: Extra keyword arguments of the mixer.
+    """
+
+    def __init__(self, mixer="sa", img_size=224, patch_size=16, in_chans=3, num_classes=1000, embed_dim=768,
+                 depth=12, num_heads=12, mlp_ratio=4.0, class_token=True, drop_rate=0.0, drop_path_rate=0.0,
+                 mixer_options=None):
+        super().__init__()
+        self.mixer_name = mixer
+        self.num_classes = num_classes
+        self.num_features = self.embed_dim = embed_dim
+        self.num_prefix_tokens = 1 if class_token else 0
+        # A mixer whose weights are shaped by N (``ff``) refuses other input sizes at the patch embedding.
+        fixed_tokens = getattr(mixers.get(mixer), "fixed_tokens", False)
+        self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, embed_dim, strict=fixed_tokens)
+        num_tokens = self.patch_embed.num_patches + self.num_prefix_tokens
+        self.num_tokens = num_tokens
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim)) if class_token else None
+        self.pos_embed = nn.Parameter(torch.zeros(1, num_tokens, embed_dim))
+        self.pos_drop = nn.Dropout(drop_rate)
+        self.blocks = build_blocks(embed_dim, depth, num_heads, mixer=mixer, num_tokens=num_tokens,
+                                   mlp_ratio=mlp_ratio, drop_rate=drop_rate, drop_path_rate=drop_path_rate,
+                                   mixer_options=mixer_options)
+        self.norm = nn.LayerNorm(embed_dim, eps=1e-6)
+        self.head_drop = nn.Dropout(drop_rate)
+        self.head = nn.Linear(embed_dim, num_classes) if num_classes > 0 else nn.Identity()
+        reduction = self.patch_embed.patch_size[0]
+        self.feature_info = [dict(num_chs=embed_dim, reduction=reduction, module=f"blocks.{i}") for i in range(depth)]
+        self.init_weights()
+
+    # -- initialisation ---------------------------------------------------------------------------------------
+    def init_weights(self):
+        """timm-style init: trunc-normal(0.02) linears and embeddings, zero biases, unit LayerNorms."""
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        if self.cls_token is not None:
+            nn.init.normal_(self.cls_token, std=1e-6)
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.LayerNorm):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+        w = self.patch_embed.proj.weight
+        nn.init.trunc_normal_(w.view(w.shape[0], -1), std=math.sqrt(1.0 / w[0].numel()))
+        for blk in self.blocks:  # keep EA's M_v = M_k^T starting point (official init)
+            if hasattr(blk.mixer, "linear_0") and hasattr(blk.mixer, "linear_1"):
+                with torch.no_grad():
+                    blk.mixer.linear_1.weight.copy_(blk.mixer.linear_0.weight.t())
+
+    @torch.jit.ignore
+    def no_weight_decay(self):
+        """Parameter names excluded from weight decay (position embedding and cls token)."""
+        return {"pos_embed", "cls_token"}
+
+    # -- forward ----------------------------------------------------------------------------------------------
+    def _embed(self, x):
+        x, hw = self.patch_embed(x)
+        if hw != self.patch_embed.grid_size:
+            pos = resample_pos_embed(self.pos_embed, hw, self.num_prefix_tokens, self.patch_embed.grid_size)
+        else:
+            pos = self.pos_embed
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        return self.pos_drop(x + pos), hw
+
+    def forward_features(self, x):
+        """(B, C, H, W) -> normalised tokens (B, prefix + N, D)."""
+        x, hw = self._embed(x)
+        for blk in self.blocks:
+            x = blk(x, hw)
+        return self.norm(x)
+
+    def forward_head(self, x, pre_logits=False):
+        """Pool (cls token, else mean of patch tokens) and classify."""
+        x = x[:, 0] if self.cls_token is not None else x.mean(dim=1)
+        x = self.head_drop(x)
+        return x if pre_logits else self.head(x)
+
+    def forward(self, x):
+        return self.forward_head(self.forward_features(x))
+
+    def forward_intermediates(self, x, indices=None, norm=False, output_fmt="NCHW", intermediates_only=False):
+        """Run the trunk and return the outputs of selected blocks.
+
+        Args:
+            x: Images (B, C, H, W).
+            indices: Block indices (0-based, negatives count from the end), or an int n for the last n blocks;
+                default all blocks.
+            norm: Apply the final LayerNorm to each intermediate.
+            output_fmt: ``NCHW`` (patch tokens as maps) or ``NLC`` (tokens, prefix tokens dropped).
+            intermediates_only: Return only the list of intermediates.
+
+        Returns:
+            ``intermediates`` or ``(final_tokens, intermediates)``.
+        """
+        depth = len(self.blocks)
+        if indices is None:
+            take = list(range(depth))
+        elif isinstance(indices, int):
+            take = list(range(depth - indices, depth))
+        else:
+            take = [i % depth if -depth <= i < depth else _bad_index(i, depth) for i in indices]
+        if output_fmt not in ("NCHW", "NLC"):
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
+        B = x.shape[0]
+        x, hw = self._embed(x)
+        out = []
+        last = max(take) if intermediates_only else depth - 1
+        for i, blk in enumerate(self.blocks[:last + 1]):
+            x = blk(x, hw)
+            if i in take:
+                y = (self.norm(x) if norm else x)[:, self.num_prefix_tokens:]
+                out.append(y.transpose(1, 2).reshape(B, -1, *hw) if output_fmt == "NCHW" else y)
+        if intermediates_only:
+            return out
+        return self.norm(x), out
+
+    def reset_classifier(self, num_classes):
+        """Replace the head with a fresh one for ``num_classes`` (0 removes it)."""
+        self.num_classes = num_classes
+        self.head = nn.Linear(self.embed_dim, num_classes) if num_classes > 0 else nn.Identity()
+        if num_classes > 0:
+            nn.init.trunc_normal_(self.head.weight, std=0.02)
+            nn.init.zeros_(self.head.bias)
+
+
+def _bad_index(i, depth):
+    raise IndexError(f"block index {i} is out of range for a trunk of depth {depth}")
