@@ -140,11 +140,12 @@ def load(name, task="cls", pretrained=False, checkpoint=None, **kwargs):
     if "." in name:  # a pretrained tag
         tag = find_pretrained(name, task)
         name, pretrained = tag.split(".")[0], tag
+    elif pretrained is True:  # resolve the tag before building, so a missing one fails fast
+        pretrained = find_pretrained(name, resolve_task(task))
     model = build(name, task=task, **kwargs)
     if pretrained:
         from . import hub
-        tag = pretrained if isinstance(pretrained, str) else find_pretrained(name, model.zoo_config["task"])
-        hub.load_pretrained_tag(model, tag, PRETRAINED[tag])
+        hub.load_pretrained_tag(model, pretrained, PRETRAINED[pretrained])
     if checkpoint is not None:
         from . import convert
         convert.load_checkpoint(model, checkpoint)

@@ -1,0 +1,160 @@
+"""Each mixer against its paper's formula, computed independently here from the module's raw weights.
+
+The references below use explicit per-head loops and hand-written normalisations on purpose: they share no
+code with ``zoo.mixers`` beyond reading parameter tensors by their official names.
+"""
+import math
+
+import pytest
+import torch
+
+from zoo import mixers
+
+B, N, C, H = 2, 7, 24, 3
+
+
+def _linear(x, lin):
+    return x @ lin.weight.t() + (lin.bias if lin.bias is not None else 0)
+
+
+def _randomise(m):
+    with torch.no_grad():
+        for p in m.parameters():
+            p.normal_(0, 0.5)
+    return m.eval()
+
+
+def ref_sa(m, x):
+    d = C // H
+    qkv = _linear(x, m.qkv)
+    q, k, v = qkv[..., :C], qkv[..., C:2 * C], qkv[..., 2 * C:]
+    heads = []
+    for h in range(H):
+        sl = slice(h * d, (h + 1) * d)
+        logits = q[..., sl] @ k[..., sl].transpose(1, 2) / math.sqrt(d)
+        heads.append(torch.softmax(logits, dim=-1) @ v[..., sl])  # softmax over keys
+    return _linear(torch.cat(heads, dim=-1), m.proj)
+
+
+def ref_ea(m, x):
+    d = C // H
+    xt = _linear(x, m.trans_dims)  # (B, N, 4C)
+    outs = []
+    for h in range(4 * H):
+        xh = xt[..., h * d:(h + 1) * d]  # (B, N, d)
+        a = _linear(xh, m.linear_0)  # (B, N, S)
+        a = torch.exp(a - a.max(dim=1, keepdim=True).values)
+        a = a / a.sum(dim=1, keepdim=True)  # softmax over the token axis N
+        a = a / (a.sum(dim=2, keepdim=True) + 1e-9)  # l1 over the memory axis S
+        outs.append(_linear(a, m.linear_1))
+    return _linear(torch.cat(outs, dim=-1), m.proj)
+
+
+def ref_effa(m, x):
+    q, k, v = _linear(x, m.queries), _linear(x, m.keys), _linear(x, m.values)
+    dk, dv = q.shape[-1] // H, v.shape[-1] // H
+    outs = []
+    for h in range(H):
+        qh = torch.softmax(q[..., h * dk:(h + 1) * dk], dim=2)  # over channels
+        kh = torch.softmax(k[..., h * dk:(h + 1) * dk], dim=1)  # over tokens
+        vh = v[..., h * dv:(h + 1) * dv]
+        context = kh.transpose(1, 2) @ vh  # (B, dk, dv)
+        outs.append(qh @ context)
+    return _linear(torch.cat(outs, dim=-1), m.reprojection)
+
+
+def ref_ff(m, x):
+    t = x.transpose(1, 2)  # (B, C, N): the MLP runs along tokens
+    mu = t.mean(dim=-1, keepdim=True)
+    var = ((t - mu) ** 2).mean(dim=-1, keepdim=True)
+    t = (t - mu) / torch.sqrt(var + m.norm.eps) * m.norm.weight + m.norm.bias
+    h = _linear(t, m.fc1)
+    h = 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))  # exact GELU
+    return _linear(h, m.fc2).transpose(1, 2)
+
+
+REFS = {"sa": ref_sa, "ea": ref_ea, "effa": ref_effa, "ff": ref_ff}
+
+
+def test_every_mixer_has_a_reference_and_a_paper():
+    assert set(REFS) == set(mixers.MIXERS) == set(mixers.list_mixers())
+
+
+@pytest.mark.parametrize("name", sorted(REFS))
+def test_mixer_matches_paper_formula(name):
+    torch.manual_seed(1)
+    m = _randomise(mixers.build(name, dim=C, num_heads=H, num_tokens=N))
+    x = torch.randn(B, N, C, dtype=torch.float64)
+    m = m.double()
+    with torch.no_grad():
+        out = m(x)
+        ref = REFS[name](m, x)
+    assert out.shape == (B, N, C)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
+
+
+def test_official_parameter_names():
+    names = {n: {k for k, _ in mixers.build(n, dim=C, num_heads=H, num_tokens=N).named_parameters()}
+             for n in mixers.MIXERS}
+    assert names["sa"] == {"qkv.weight", "qkv.bias", "proj.weight", "proj.bias"}
+    assert {k.split(".")[0] for k in names["ea"]} == {"trans_dims", "linear_0", "linear_1", "proj"}
+    assert {k.split(".")[0] for k in names["effa"]} == {"queries", "keys", "values", "reprojection"}
+    assert {k.split(".")[0] for k in names["ff"]} == {"norm", "fc1", "fc2"}
+
+
+def test_ea_shapes_and_initialisation():
+    m = mixers.build("ea", dim=C, num_heads=H)
+    assert m.linear_0.weight.shape == (64, C // H)  # S = 64 memory slots by default
+    assert m.trans_dims.weight.shape == (4 * C, C) and m.proj.weight.shape == (C, 4 * C)
+    torch.testing.assert_close(m.linear_1.weight, m.linear_0.weight.t())  # M_v starts as M_k^T
+    assert mixers.build("ea", dim=C, num_heads=H, memory_size=16).linear_0.out_features == 16
+
+
+def test_ea_weights_over_memory_sum_to_one():
+    m = _randomise(mixers.build("ea", dim=C, num_heads=H, memory_size=32))
+    seen = {}
+    m.linear_1.register_forward_pre_hook(lambda mod, args: seen.setdefault("attn", args[0]))
+    with torch.no_grad():
+        m(torch.randn(B, N, C))
+    attn = seen["attn"]
+    assert attn.shape == (B, 4 * H, N, 32)
+    torch.testing.assert_close(attn.sum(dim=-1), torch.ones(B, 4 * H, N))
+    # before the l1 step the map was a softmax over tokens, so no token-axis sum is 1 in general
+    assert not torch.allclose(attn.sum(dim=-2), torch.ones(B, 4 * H, 32))
+
+
+@pytest.mark.parametrize("n_tokens", [5, 50, 500])
+def test_effa_context_is_independent_of_token_count(n_tokens):
+    m = mixers.build("effa", dim=C, num_heads=H, key_dim=12, value_dim=18)
+    ctx = m.context(torch.randn(B, n_tokens, C))
+    assert ctx.shape == (B, H, 12 // H, 18 // H)
+    assert m(torch.randn(B, n_tokens, C)).shape == (B, n_tokens, C)
+
+
+def test_ff_refuses_another_token_count():
+    m = mixers.build("ff", dim=C, num_heads=H, num_tokens=N)
+    with pytest.raises(ValueError, match=f"built for {N} tokens but got {N + 1}"):
+        m(torch.randn(B, N + 1, C))
+    with pytest.raises(ValueError, match="needs num_tokens"):
+        mixers.build("ff", dim=C, num_heads=H)
+
+
+@pytest.mark.parametrize("name", ["sa", "ea", "effa"])
+def test_variable_length_mixers_accept_any_token_count(name):
+    m = mixers.build(name, dim=C, num_heads=H)
+    for n in (1, 3, 64):
+        assert m(torch.randn(1, n, C)).shape == (1, n, C)
+
+
+def test_sa_uses_scaled_dot_product_attention(monkeypatch):
+    import torch.nn.functional as F
+    calls = []
+    real = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    mixers.build("sa", dim=C, num_heads=H)(torch.randn(B, N, C))
+    assert calls == [1]
+
+
+def test_unknown_mixer_lists_close_matches():
+    with pytest.raises(KeyError, match="Did you mean effa"):
+        mixers.build("efa", dim=C, num_heads=H)

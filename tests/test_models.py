@@ -1,0 +1,104 @@
+"""Registry-wide checks on tiny inputs: every registered classifier builds, runs, trains and reports features."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import zoo
+from zoo.backbones.vit import SIZES
+
+ALL = zoo.list_models()
+TINY = dict(img_size=32, patch_size=16, num_classes=5)  # 4 patches + cls token
+
+
+def test_registry_names():
+    assert len(ALL) == 16 == len(set(ALL))
+    assert set(ALL) == {f"{m}_vit_{s}" for m in ("sa", "ea", "effa", "ff") for s in ("micro", "tiny", "small", "base")}
+    assert zoo.list_models("ea_*") == ["ea_vit_base", "ea_vit_micro", "ea_vit_small", "ea_vit_tiny"]
+    assert zoo.list_models(task="seg") == ALL  # every backbone works with every task
+    assert (SIZES["tiny"], SIZES["small"], SIZES["base"]) == (
+        dict(embed_dim=192, depth=12, num_heads=3), dict(embed_dim=384, depth=12, num_heads=6),
+        dict(embed_dim=768, depth=12, num_heads=12))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_forward_backward_features(name):
+    model = zoo.load(name, **TINY)
+    x = torch.randn(2, 3, 32, 32)
+    out = model(x)
+    assert out.shape == (2, 5) and torch.isfinite(out).all()
+    out.logsumexp(-1).sum().backward()
+    no_grad = [n for n, p in model.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]
+    assert not no_grad, f"parameters without a finite gradient: {no_grad}"
+
+    model.eval()
+    depth = SIZES[name.rsplit("_", 1)[1]]["depth"]
+    assert len(model.feature_info) == depth and model.num_features == model.feature_info[0]["num_chs"]
+    with torch.no_grad():
+        final, feats = model.forward_intermediates(x)
+        assert len(feats) == depth
+        for f, info in zip(feats, model.feature_info):
+            assert f.shape == (2, info["num_chs"], 32 // info["reduction"], 32 // info["reduction"])
+        torch.testing.assert_close(final, model.forward_features(x))
+        # the last intermediate, normalised, is the final feature map's patch tokens
+        last = model.forward_intermediates(x, indices=[-1], norm=True, output_fmt="NLC", intermediates_only=True)
+        torch.testing.assert_close(last[0], final[:, 1:])
+
+
+def test_intermediate_index_forms():
+    model = zoo.load("sa_vit_micro", **TINY).eval()
+    x = torch.randn(1, 3, 32, 32)
+    by_list = model.forward_intermediates(x, indices=[2, 3], intermediates_only=True)
+    by_count = model.forward_intermediates(x, indices=2, intermediates_only=True)
+    for a, b in zip(by_list, by_count):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(IndexError, match="out of range"):
+        model.forward_intermediates(x, indices=[4])
+
+
+def test_classifier_surface():
+    model = zoo.load("ea_vit_micro", **TINY)
+    assert model.forward_head(model.forward_features(torch.randn(1, 3, 32, 32)), pre_logits=True).shape == (1, 64)
+    model.reset_classifier(7)
+    assert model(torch.randn(1, 3, 32, 32)).shape == (1, 7)
+    model.reset_classifier(0)
+    assert model(torch.randn(1, 3, 32, 32)).shape == (1, 64)
+    assert model.no_weight_decay() == {"pos_embed", "cls_token"}
+
+
+def test_variable_resolution_resamples_pos_embed_but_ff_refuses():
+    sa = zoo.load("sa_vit_micro", **TINY).eval()
+    assert sa(torch.randn(1, 3, 48, 64)).shape == (1, 5)
+    ff = zoo.load("ff_vit_micro", **TINY)
+    with pytest.raises(ValueError, match="expects 32x32 inputs, got 48x64"):
+        ff(torch.randn(1, 3, 48, 64))
+
+
+def test_in_chans_and_patch_size():
+    m = zoo.load("effa_vit_micro", img_size=28, patch_size=4, in_chans=1, num_classes=10)
+    assert m(torch.randn(3, 1, 28, 28)).shape == (3, 10)
+    assert m.pos_embed.shape == (1, 1 + 49, 64)
+
+
+def test_bad_names_list_close_matches():
+    with pytest.raises(ValueError, match="Close matches: ea_vit_base"):
+        zoo.load("ea_vit_bas")
+    with pytest.raises(ValueError, match="valid tasks: cls"):
+        zoo.load("ea_vit_base", task="detection")
+    with pytest.raises(ValueError, match="has no pretrained weights for task 'cls'"):
+        zoo.load("sa_vit_base", pretrained=True)
+
+
+def test_zoo_config_is_plain_json():
+    import json
+    m = zoo.load("ea_vit_micro", **TINY)
+    assert json.loads(json.dumps(m.zoo_config)) == {"name": "ea_vit_micro", "task": "cls", "args": TINY}
+
+
+def test_import_zoo_pulls_in_no_mm_packages():
+    code = ("import sys, zoo; m = zoo.load('sa_vit_micro', img_size=32); "
+            "bad = sorted(k for k in sys.modules if k.split('.')[0] in ('mmcv', 'mmseg', 'mmengine')); "
+            "print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
