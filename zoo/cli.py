@@ -1,0 +1,61 @@
+"""The ``zoo`` console command: look at what the zoo holds.
+
+    zoo list [PATTERN] [--task seg] [--pretrained]
+    zoo mixers
+    zoo info ea_vit_base [--task cls]
+
+Training, evaluation, conversion and publishing are the scripts under ``tools/`` (mmengine-based).
+"""
+import argparse
+import json
+import sys
+
+from . import mixers, registry
+from .backbones.vit import SIZES
+
+
+def _list(args):
+    names = registry.list_pretrained(args.pattern, task=args.task) if args.pretrained else \
+        registry.list_models(args.pattern, task=args.task)
+    print("\n".join(names) if names else "(none)")
+
+
+def _mixers(args):
+    for code, paper in mixers.list_mixers().items():
+        print(f"{code:5s} {paper}")
+
+
+def _info(args):
+    info = registry.model_info(args.name)
+    model = registry.build(args.name, task=args.task, **json.loads(args.args))
+    n = sum(p.numel() for p in model.parameters())
+    print(json.dumps(dict(name=args.name, task=model.zoo_config["task"], **info, **SIZES[info["size"]],
+                          params=n, paper=mixers.PAPERS[info["mixer"]],
+                          pretrained=registry.list_pretrained(f"{args.name}.*")), indent=2))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="zoo", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    q = sub.add_parser("list", help="registered model names (or pretrained tags)")
+    q.add_argument("pattern", nargs="?", default=None, help="glob, e.g. 'ea_*'")
+    q.add_argument("--task", default=None)
+    q.add_argument("--pretrained", action="store_true", help="list pretrained tags instead")
+    q.set_defaults(func=_list)
+    sub.add_parser("mixers", help="mixer codes and their papers").set_defaults(func=_mixers)
+    q = sub.add_parser("info", help="size, parameter count and weights of one model")
+    q.add_argument("name")
+    q.add_argument("--task", default="cls")
+    q.add_argument("--args", default="{}", help='task arguments as JSON, e.g. \'{"img_size": 32}\'')
+    q.set_defaults(func=_info)
+    args = p.parse_args(argv)
+    try:
+        args.func(args)
+    except (ValueError, KeyError) as e:
+        print(f"zoo: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
