@@ -1,0 +1,210 @@
+"""Publish a trained checkpoint to the Hugging Face Hub: safetensors + config.json + model card, in one commit.
+
+    python tools/publish.py --config CFG --checkpoint CKPT --repo-id org/name --metrics results.json \
+        [--tag ff_vit_micro.cls_fmnist | --dataset fmnist] [--revision main] [--private] [--out DIR] [--no-upload]
+
+Steps: read the metrics (refuses to publish without measured metrics), build the model from the mmengine config,
+read the training checkpoint and keep the model's weights only (optimizer, message hub, schedulers and EMA
+copies are dropped), write the published folder with ``zoo.save_pretrained``, upload its three files in ONE
+commit (a failed upload leaves the repo as it was), write ``results/<tag>.json`` and print the
+``zoo.registry.PRETRAINED`` entry to add.
+
+The model comes from the config as follows. Preferred: the config's ``model`` dict builds (after its
+``custom_imports``) an mmengine model with a ``zoo_model`` property returning the zoo ``nn.Module``; the
+checkpoint's ``state_dict`` is loaded into that mmengine model strictly, and ``zoo_model``'s weights are
+published. Fallback contract, for a config whose model cannot be built here: ``cfg.model`` carries ``name``
+(a registered zoo name), ``task`` and ``args`` (the zoo constructor arguments); the zoo model is built from them
+and its weights are taken from the checkpoint under the one key prefix that fits them exactly.
+
+The checkpoint is a local file written by our training runs: a safetensors file, a plain state dict, or an
+mmengine checkpoint, read by ``zoo.hub.read_training_checkpoint`` (``weights_only=True`` first; mmengine's own
+pickled objects through an inert unpickler that runs no code from the file). ``--metrics`` is a JSON file: either
+``{"metrics": {name: value}, ...}`` or a flat ``{name: value}`` (what ``tools/test.py`` reports); the last JSON
+line of an mmengine log file also works.
+
+The token is the one huggingface_hub finds (``HF_TOKEN`` or ``hf auth login``); there is no token option, and
+the token is never printed or logged. ``HF_ENDPOINT`` (or ``--endpoint``) selects another Hub, e.g. the test
+server of ``tests/hub_server.py``.
+"""
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from zoo import hub, registry  # noqa: E402
+
+log = logging.getLogger("zoo.publish")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", required=True, help="mmengine config the checkpoint was trained with")
+    p.add_argument("--checkpoint", required=True, help="training checkpoint (.pth from mmengine, or .safetensors)")
+    p.add_argument("--repo-id", required=True, help="Hub model repo, org/name (e.g. zoo-models/ff_vit_micro.cls_fmnist)")
+    p.add_argument("--revision", default=None, help="branch to commit to (created if missing; default main)")
+    p.add_argument("--private", action="store_true", help="create the repo private (if it does not exist)")
+    p.add_argument("--metrics", default=None, help="JSON file of measured metrics (required)")
+    p.add_argument("--tag", default=None, help="pretrained tag {model}.{task}_{dataset} (default from --dataset)")
+    p.add_argument("--dataset", default=None, help="dataset key (zoo.cards.DATASETS, e.g. fmnist) or a name")
+    p.add_argument("--split", default=None, help="evaluation split of the metrics (default: the dataset's)")
+    p.add_argument("--label-names", default=None, help="comma-separated class names, or a file with one per line")
+    p.add_argument("--mean", default=None, help="input mean, comma-separated, 0..1 pixel units (default: config)")
+    p.add_argument("--std", default=None, help="input std, comma-separated, 0..1 pixel units (default: config)")
+    p.add_argument("--license", default="apache-2.0", help="license of the weights (Hub license id)")
+    p.add_argument("--out", default=None, help="write the published folder here (default: a temporary folder)")
+    p.add_argument("--no-upload", action="store_true", help="only write the folder (--out), do not upload")
+    p.add_argument("--results-dir", default=os.path.join(ROOT, "results"), help="where results/<tag>.json goes")
+    p.add_argument("--endpoint", default=None, help="Hub endpoint (default HF_ENDPOINT or huggingface.co)")
+    p.add_argument("--verbose", action="store_true", help="debug logging")
+    return p.parse_args(argv)
+
+
+def read_metrics(path):
+    """``(metrics, extra)`` from a metrics JSON file; anything without a numeric metric is refused."""
+    if not path:
+        raise SystemExit("refusing to publish without measured metrics: pass --metrics results.json (the "
+                         "evaluation of this checkpoint, e.g. from tools/test.py)")
+    if not os.path.isfile(path):
+        raise SystemExit(f"--metrics {path}: no such file")
+    with open(path) as f:
+        text = f.read()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:  # an mmengine scalars log: one JSON object per line, the last one the test
+        lines = [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
+        data = lines[-1] if lines else None
+    if not isinstance(data, dict):
+        raise SystemExit(f"--metrics {path}: expected a JSON object of metric values")
+    metrics = data.get("metrics", data)
+    skip = {"step", "epoch", "iter", "time", "data_time", "lr"}
+    numeric = {k: v for k, v in metrics.items() if k not in skip and isinstance(v, (int, float))
+               and not isinstance(v, bool)}
+    if not numeric:
+        raise SystemExit(f"refusing to publish: {path} holds no measured metric values ({', '.join(metrics)})")
+    extra = {k: v for k, v in data.items() if k != "metrics"} if "metrics" in data else {}
+    return numeric, extra
+
+
+def model_from_config(cfg, state, source):
+    """``(zoo model with the checkpoint's weights, how it was found)``; see the module docstring."""
+    model_cfg = cfg.get("model")
+    if model_cfg is None:
+        raise SystemExit(f"{source}: the config has no `model` dict")
+    wrapper_error = None
+    if model_cfg.get("type") is not None:
+        try:
+            from mmengine.registry import MODELS, init_default_scope
+            from mmengine.utils import import_modules_from_strings
+            if cfg.get("custom_imports"):
+                import_modules_from_strings(**cfg["custom_imports"])
+            if cfg.get("default_scope"):
+                init_default_scope(cfg["default_scope"])
+            wrapper = MODELS.build(model_cfg)
+            if not hasattr(wrapper, "zoo_model"):
+                raise AttributeError(f"{type(wrapper).__name__} has no `zoo_model` property")
+            missing, unexpected = wrapper.load_state_dict(state, strict=False)
+            if missing or unexpected:
+                raise SystemExit(f"{source} does not fit {type(wrapper).__name__}: missing {missing[:20]}, "
+                                 f"unexpected {unexpected[:20]}")
+            model = wrapper.zoo_model
+            if not hasattr(model, "zoo_config"):
+                raise SystemExit(f"{type(wrapper).__name__}.zoo_model has no zoo_config; build it with zoo.load")
+            return model, f"{type(wrapper).__name__}.zoo_model"
+        except (ImportError, KeyError, AttributeError, TypeError) as e:
+            wrapper_error = e
+    if not model_cfg.get("name"):
+        raise SystemExit(f"cannot get the zoo model from the config: building `model` failed ({wrapper_error}) and "
+                         f"`model` has no `name`/`task`/`args` (the fallback contract, see tools/publish.py)")
+    model = registry.build(model_cfg["name"], task=model_cfg.get("task", "cls"), **dict(model_cfg.get("args") or {}))
+    model.load_state_dict(hub.extract_model_state(state, model, source), strict=True)
+    how = "cfg.model name/task/args" + (f" (building the mmengine model failed: {wrapper_error})"
+                                        if wrapper_error else "")
+    return model, how
+
+
+def input_spec_from(cfg, args, model):
+    """Mean/std in 0..1 units: ``--mean/--std``, else the config's ``data_preprocessor`` (0..255 units)."""
+    spec = {}
+    pre = (cfg.get("model") or {}).get("data_preprocessor") or cfg.get("data_preprocessor") or {}
+    for key in ("mean", "std"):
+        given = getattr(args, key)
+        if given:
+            spec[key] = [float(v) for v in given.split(",")]
+        elif pre.get(key) is not None:
+            spec[key] = [float(v) / 255.0 for v in pre[key]]  # mmengine's ImgDataPreprocessor works on 0..255
+    return spec
+
+
+def label_names_from(args, meta):
+    if args.label_names:
+        if os.path.isfile(args.label_names):
+            with open(args.label_names) as f:
+                return [line.strip() for line in f if line.strip()]
+        return [n.strip() for n in args.label_names.split(",")]
+    classes = (meta.get("dataset_meta") or {}).get("classes") if isinstance(meta, dict) else None
+    return list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else None
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(name)s: %(message)s")
+    metrics, metrics_extra = read_metrics(args.metrics)
+    from mmengine.config import Config
+    cfg = Config.fromfile(args.config)
+    state, meta = hub.read_training_checkpoint(args.checkpoint)
+    model, how = model_from_config(cfg, state, args.checkpoint)
+    name, task = model.zoo_config["name"], registry.resolve_task(model.zoo_config["task"])
+    log.info("model %s (%s) from %s; %d tensors kept, training state dropped", name, task, how,
+             len(model.state_dict()))
+
+    tag = args.tag or (f"{name}.{task}_{args.dataset}" if args.dataset else None)
+    if tag is None:
+        raise SystemExit("pass --tag {model}.{task}_{dataset} or --dataset KEY")
+    if tag.split(".")[0] != name or tag.partition(".")[2].split("_")[0] != task:
+        raise SystemExit(f"tag {tag!r} does not match the model {name} and task {task}: expected {name}.{task}_<data>")
+    dataset = args.dataset or tag.partition(".")[2].split("_", 1)[1]
+    from zoo import cards
+    dataset = cards.dataset_info(dataset)
+    if args.split or metrics_extra.get("split"):
+        dataset["split"] = args.split or metrics_extra["split"]
+
+    training = {k: meta[k] for k in ("epoch", "iter") if isinstance(meta.get(k), int)}
+    extra = {"hf_hub_id": args.repo_id, "training": training} if training else {"hf_hub_id": args.repo_id}
+    out = args.out or tempfile.mkdtemp(prefix="zoo-publish-")
+    config_name = os.path.relpath(os.path.abspath(args.config), ROOT)
+    if config_name.startswith(".."):
+        config_name = os.path.basename(args.config)
+    written = hub.save_pretrained(model, out, metrics=metrics, dataset=dataset, config_name=config_name,
+                                  label_names=label_names_from(args, meta), tag=tag,
+                                  input_spec=input_spec_from(cfg, args, model), license=args.license, extra=extra)
+    log.info("wrote %s (model.safetensors sha256 %s)", out, written["weights"]["sha256"])
+    if args.no_upload:
+        print(f"published folder written to {out} (not uploaded)")
+        return 0
+
+    oid, url = hub.upload_folder_one_commit(out, args.repo_id, revision=args.revision, private=args.private,
+                                            endpoint=args.endpoint,
+                                            commit_message=f"Publish {tag} ({name}, {task})")
+    record = dict(written, hf_hub_id=args.repo_id, revision=oid,
+                  command=f"tools/publish.py --config {config_name} --repo-id {args.repo_id}")
+    os.makedirs(args.results_dir, exist_ok=True)
+    result_path = os.path.join(args.results_dir, f"{tag}.json")
+    with open(result_path, "w") as f:
+        json.dump(record, f, indent=2)
+        f.write("\n")
+    entry = dict(hf_hub_id=args.repo_id, revision=oid, sha256=written["weights"]["sha256"],
+                 args={k: v for k, v in written["args"].items()})
+    print(f"published {tag} to {args.repo_id} in one commit {oid} ({url})")
+    print(f"wrote {result_path}")
+    print("add to zoo/registry.py PRETRAINED, then run `make cards`:")
+    print(f"    {json.dumps(tag)}: {json.dumps(entry)},")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

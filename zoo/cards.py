@@ -1,0 +1,331 @@
+"""Model cards, generated from data: a published ``config.json`` becomes the ``README.md`` of its Hub repo.
+
+A card has YAML front matter the Hub reads (``library_name``, ``license``, ``tags``, ``datasets``,
+``pipeline_tag`` and a ``model-index`` with the measured metrics, the format of the Hub's model card spec), then
+what the model is, its token mixer's paper, the training data and recipe, the evaluation results, usage code and
+the citation. ``MODEL_CARDS.md`` (``tools/make_cards.py``) is rendered from the same records.
+
+The front matter is written by a small emitter here (block style, strings quoted JSON-style when they are not
+plain words), so the library needs no YAML package; the Hub's own parser reads it (tested).
+"""
+import json
+import re
+
+from .backbones.vit import SIZES
+from .mixers import PAPERS
+
+# Dataset key (the part after ``{task}_`` in a tag) -> what a card says about it. ``id`` is the Hub dataset id.
+DATASETS = {
+    "fmnist": dict(
+        name="Fashion-MNIST", id="zalando-datasets/fashion_mnist", license="mit", split="test",
+        url="https://github.com/zalandoresearch/fashion-mnist",
+        description="70,000 grayscale 28x28 images of 10 clothing classes (60,000 train, 10,000 test) by Zalando "
+                    "Research, read from the IDX files of the Debian package dataset-fashion-mnist",
+        label_names=["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+                     "Ankle boot"]),
+    "in1k": dict(name="ImageNet-1k", id="ILSVRC/imagenet-1k", license="other", split="validation",
+                 url="https://www.image-net.org/", description="ILSVRC-2012: 1.28M training images of 1000 classes"),
+    "ade20k": dict(name="ADE20K", id="zhoubolei/scene_parse_150", license="bsd-3-clause", split="validation",
+                   url="https://groups.csail.mit.edu/vision/datasets/ADE20K/",
+                   description="SceneParsing benchmark: 20,210 training and 2,000 validation images, 150 classes"),
+    "cifar10": dict(name="CIFAR-10", id="uoft-cs/cifar10", license="unknown", split="test",
+                    url="https://www.cs.toronto.edu/~kriz/cifar.html",
+                    description="60,000 32x32 colour images of 10 classes (50,000 train, 10,000 test)"),
+    "modelnet40": dict(name="ModelNet40", id=None, license="unknown", split="test",
+                       url="https://modelnet.cs.princeton.edu/",
+                       description="12,311 CAD models of 40 categories (9,843 train, 2,468 test), sampled to points"),
+    "shapenetpart": dict(name="ShapeNetPart", id=None, license="unknown", split="test",
+                         url="https://cs.stanford.edu/~ericyi/project_page/part_annotation/",
+                         description="16,881 shapes of 16 categories annotated with 50 parts"),
+}
+
+# task -> (Hub pipeline tag, model-index task type, human name). The Hub has no point-cloud pipeline: "other".
+TASKS = {
+    "cls": ("image-classification", "image-classification", "Image Classification"),
+    "seg": ("image-segmentation", "image-segmentation", "Semantic Segmentation"),
+    "gen": ("unconditional-image-generation", "unconditional-image-generation", "Image Generation"),
+    "pcls": ("other", "point-cloud-classification", "Point Cloud Classification"),
+    "pseg": ("other", "point-cloud-segmentation", "Point Cloud Part Segmentation"),
+}
+
+# Metric name pattern (lower case) -> model-index metric type.
+METRIC_TYPES = [
+    (r"top-?1|^acc(uracy)?$|^oa$", "accuracy"),
+    (r"top-?5", "top_5_accuracy"),
+    (r"miou", "mean_iou"),
+    (r"macc|mean_acc", "mean_accuracy"),
+    (r"aacc", "pixel_accuracy"),
+    (r"^fid", "fid"),
+    (r"^kid", "kid"),
+    (r"^is$|inception", "inception_score"),
+]
+
+MIXER_SUMMARY = {
+    "sa": "softmax self-attention (the ViT / DeiT baseline): every token attends to every token, O(N^2)",
+    "ea": "External Attention: two small learned memories shared by all samples replace keys and values, "
+          "softmax over tokens then l1 normalisation over the memory slots, O(N)",
+    "effa": "Efficient Attention: softmax over the keys' tokens and the queries' channels lets the product "
+            "be taken as Q (K^T V), linear in the number of tokens",
+    "ff": "a feed-forward layer over the token axis (LayerNorm over tokens, N -> 4N -> N MLP): no attention at "
+          "all, for a fixed number of tokens",
+}
+
+ARXIV = {"sa": "2010.11929", "ea": "2105.02358", "effa": "1812.01243", "ff": "2105.02723"}
+
+CITATIONS = {
+    "sa": """@inproceedings{dosovitskiy2021vit,
+  title     = {An Image is Worth 16x16 Words: Transformers for Image Recognition at Scale},
+  author    = {Dosovitskiy, Alexey and Beyer, Lucas and Kolesnikov, Alexander and Weissenborn, Dirk and
+               Zhai, Xiaohua and Unterthiner, Thomas and Dehghani, Mostafa and Minderer, Matthias and
+               Heigold, Georg and Gelly, Sylvain and Uszkoreit, Jakob and Houlsby, Neil},
+  booktitle = {International Conference on Learning Representations},
+  year      = {2021}
+}""",
+    "ea": """@article{guo2021external,
+  title   = {Beyond Self-attention: External Attention using Two Linear Layers for Visual Tasks},
+  author  = {Guo, Meng-Hao and Liu, Zheng-Ning and Mu, Tai-Jiang and Hu, Shi-Min},
+  journal = {arXiv preprint arXiv:2105.02358},
+  year    = {2021}
+}""",
+    "effa": """@inproceedings{shen2021efficient,
+  title     = {Efficient Attention: Attention with Linear Complexities},
+  author    = {Shen, Zhuoran and Zhang, Mingyuan and Zhao, Haiyu and Yi, Shuai and Li, Hongsheng},
+  booktitle = {IEEE Winter Conference on Applications of Computer Vision},
+  year      = {2021}
+}""",
+    "ff": """@article{melaskyriazi2021doyoueven,
+  title   = {Do You Even Need Attention? A Stack of Feed-Forward Layers Does Surprisingly Well on ImageNet},
+  author  = {Melas-Kyriazi, Luke},
+  journal = {arXiv preprint arXiv:2105.02723},
+  year    = {2021}
+}""",
+}
+DEIT_CITATION = """@inproceedings{touvron2021deit,
+  title     = {Training data-efficient image transformers \\& distillation through attention},
+  author    = {Touvron, Hugo and Cord, Matthieu and Douze, Matthijs and Massa, Francisco and
+               Sablayrolles, Alexandre and J{\\'e}gou, Herv{\\'e}},
+  booktitle = {International Conference on Machine Learning},
+  year      = {2021}
+}"""
+
+
+def dataset_info(dataset):
+    """A dataset record: a key of ``DATASETS`` (an unknown key becomes ``dict(name=key)``) or a dict."""
+    if isinstance(dataset, dict):
+        if not dataset.get("name"):
+            raise ValueError(f"a dataset dict needs a 'name': {dataset}")
+        return dict(dataset)
+    info = dict(DATASETS.get(dataset, {"name": dataset, "id": None, "split": "test"}))
+    info["key"] = dataset
+    return info
+
+
+def metric_type(name):
+    """The model-index metric type of a metric name (``accuracy/top1`` -> ``accuracy``)."""
+    low = name.lower()
+    for pattern, kind in METRIC_TYPES:
+        if re.search(pattern, low.rsplit("/", 1)[-1]):
+            return kind
+    return re.sub(r"[^a-z0-9]+", "_", low).strip("_")
+
+
+# -- YAML front matter ------------------------------------------------------------------------------------------
+_PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9_./+-]*$")
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "none"}
+
+
+def _scalar(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value) if isinstance(value, int) else json.dumps(float(value))
+    text = str(value)
+    if _PLAIN.match(text) and text.lower() not in _YAML_WORDS:
+        return text
+    return json.dumps(text)  # a JSON string is a valid YAML double-quoted scalar
+
+
+def _yaml_lines(value, indent):
+    pad = " " * indent
+    if isinstance(value, dict):
+        lines = []
+        for k, v in value.items():
+            if isinstance(v, (dict, list)) and v:
+                lines.append(f"{pad}{_scalar(k)}:")
+                lines.extend(_yaml_lines(v, indent + (2 if isinstance(v, dict) else 0)))
+            else:
+                lines.append(f"{pad}{_scalar(k)}: {_scalar(v) if not isinstance(v, (dict, list)) else '[]'}")
+        return lines
+    if isinstance(value, list):
+        lines = []
+        for item in value:
+            if isinstance(item, (dict, list)) and item:
+                sub = _yaml_lines(item, indent + 2)
+                lines.append(f"{pad}- {sub[0].lstrip()}")
+                lines.extend(sub[1:])
+            else:
+                lines.append(f"{pad}- {_scalar(item)}")
+        return lines
+    return [pad + _scalar(value)]
+
+
+def to_yaml(data):
+    """Block-style YAML of plain data (dicts, lists, strings, numbers, booleans, None)."""
+    return "\n".join(_yaml_lines(data, 0)) + "\n"
+
+
+# -- the card ---------------------------------------------------------------------------------------------------
+def _title(cfg):
+    return cfg.get("pretrained_tag") or cfg["name"]
+
+
+def card_metadata(cfg):
+    """The front matter dict of a card (what the Hub indexes)."""
+    mixer = cfg["architecture"]["mixer"]
+    pipeline, task_type, task_name = TASKS[cfg["task"]]
+    dataset = cfg.get("dataset") or {}
+    tags = ["zoo", "vision-transformer", f"token-mixer-{mixer}", task_type, "safetensors", "pytorch"]
+    if mixer in ARXIV:
+        tags.append(f"arxiv:{ARXIV[mixer]}")  # the Hub's way of linking a paper
+    if dataset.get("key"):
+        tags.append(dataset["key"])
+    meta = {"library_name": "zoo", "license": cfg.get("license") or "apache-2.0", "tags": tags}
+    if dataset.get("id"):
+        meta["datasets"] = [dataset["id"]]
+    meta["pipeline_tag"] = pipeline
+    if cfg.get("metrics"):
+        ds = {"name": dataset.get("name", "unknown"), "type": dataset.get("id") or dataset.get("key") or "unknown"}
+        if dataset.get("split"):
+            ds["split"] = dataset["split"]
+        meta["model-index"] = [{
+            "name": _title(cfg),
+            "results": [{
+                "task": {"type": task_type, "name": task_name},
+                "dataset": ds,
+                "metrics": [{"type": metric_type(k), "value": v, "name": k} for k, v in cfg["metrics"].items()],
+            }],
+        }]
+    return meta
+
+
+def _fmt(value):
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def model_card(cfg):
+    """The ``README.md`` text of a published checkpoint, from its ``config.json`` dict."""
+    arch, task = cfg["architecture"], cfg["task"]
+    mixer, size = arch["mixer"], arch["size"]
+    dims = SIZES.get(size, {})
+    _, _, task_name = TASKS[task]
+    dataset = cfg.get("dataset")
+    inp = cfg.get("input") or {}
+    weights = cfg.get("weights") or {}
+    title = _title(cfg)
+    out = ["---", to_yaml(card_metadata(cfg)).rstrip("\n"), "---", "", f"# {title}", ""]
+    trained = f", trained on {dataset['name']}" if dataset else " (no training dataset recorded)"
+    out.append(f"`{cfg['name']}` for {task_name.lower()}{trained}: the zoo's isotropic ViT-style trunk "
+               f"(size `{size}`: width {dims.get('embed_dim', '?')}, {dims.get('depth', '?')} blocks, "
+               f"{dims.get('num_heads', '?')} heads) whose token mixer is **{mixer}**, "
+               f"{MIXER_SUMMARY.get(mixer, mixer)}.")
+    out += ["", "## Model details", "", "| | |", "|---|---|",
+            f"| Model | `{cfg['name']}` (mixer `{mixer}`, arch `{arch['arch']}`, size `{size}`) |",
+            f"| Task | {task_name} (`{task}`) |"]
+    if weights.get("num_params") is not None:
+        out.append(f"| Parameters | {weights['num_params'] / 1e6:.3f} M |")
+    if task in ("pcls", "pseg"):
+        out.append(f"| Input | {inp.get('num_points', '?')} points |")
+    else:
+        size_txt = "x".join(str(s) for s in inp.get("img_size") or []) or "?"
+        out.append(f"| Input | {size_txt} images, {inp.get('in_chans', '?')} channel(s) |")
+        if inp.get("mean") is not None:
+            out.append(f"| Normalisation | (x - mean) / std on 0..1 pixels, mean {inp['mean']}, std {inp['std']} |")
+    if cfg.get("num_classes") is not None:
+        out.append(f"| Classes | {cfg['num_classes']} |")
+    if cfg.get("label_names"):
+        out.append(f"| Labels | {', '.join(cfg['label_names'])} |")
+    out.append(f"| Constructor arguments | `{json.dumps(cfg['args'], sort_keys=True)}` |")
+    if weights.get("sha256"):
+        out.append(f"| Weights | `{weights.get('file', 'model.safetensors')}`, sha256 `{weights['sha256']}` |")
+    out.append(f"| zoo version | {cfg.get('zoo_version', '?')} |")
+    out += ["", "## Token mixer", "", f"{PAPERS.get(mixer, mixer)}"
+            + (f", [arXiv:{ARXIV[mixer]}](https://arxiv.org/abs/{ARXIV[mixer]})" if mixer in ARXIV else "") + ".",
+            "", "## Training data and recipe", ""]
+    if dataset:
+        src = f" ([source]({dataset['url']}))" if dataset.get("url") else ""
+        lic = f", license {dataset['license']}" if dataset.get("license") else ""
+        desc = f": {dataset['description']}" if dataset.get("description") else ""
+        out.append(f"- Data: {dataset['name']}{src}{lic}{desc}.")
+    else:
+        out.append("- Data: not recorded.")
+    out.append(f"- Recipe: `{cfg['training_config']}` (mmengine config; `tools/train.py {cfg['training_config']}` "
+               f"reproduces it)." if cfg.get("training_config") else "- Recipe: not recorded.")
+    for key, value in (cfg.get("training") or {}).items():
+        out.append(f"- {key}: {value}")
+    out += ["", "## Evaluation", ""]
+    if cfg.get("metrics"):
+        split = (dataset or {}).get("split", "?")
+        out += ["| Metric | Value | Dataset | Split |", "|---|---|---|---|"]
+        out += [f"| {k} | {_fmt(v)} | {(dataset or {}).get('name', '?')} | {split} |"
+                for k, v in cfg["metrics"].items()]
+    else:
+        out.append("Not measured.")
+    ref = f"hf-hub:{cfg['hf_hub_id']}" if cfg.get("hf_hub_id") else "hf-hub:<org>/<repo>"
+    out += ["", "## Usage", "", "```python", "import torch", "import zoo", "",
+            f'model = zoo.load("{ref}").eval()']
+    if cfg.get("pretrained_tag"):
+        out.append(f'# or, through the registry tag: zoo.load("{cfg["name"]}", task="{task}", pretrained=True)')
+    if task in ("pcls", "pseg"):
+        out.append(f"points = torch.randn(1, {inp.get('num_points', 1024)}, 3)  # (B, N, xyz)")
+    else:
+        hw = inp.get("img_size") or [224, 224]
+        out.append(f"x = torch.rand(1, {inp.get('in_chans', 3)}, {hw[0]}, {hw[1]})  # 0..1 pixels")
+        if inp.get("mean") is not None:
+            out.append(f"x = (x - torch.tensor({inp['mean']}).view(1, -1, 1, 1)) / "
+                       f"torch.tensor({inp['std']}).view(1, -1, 1, 1)")
+    if task == "cls":
+        out += ["with torch.no_grad():", "    probs = model(x).softmax(-1)",
+                "label = model.pretrained_cfg[\"label_names\"][probs.argmax(-1).item()]"
+                if cfg.get("label_names") else "pred = probs.argmax(-1)"]
+    # The mixer's paper, then DeiT, whose layout and recipe the trunk follows.
+    out += ["```", "", "## Citation", "", "```bibtex", CITATIONS.get(mixer, "").strip(), "", DEIT_CITATION, "```", "", "## Files", "",
+            "- `model.safetensors`: weights only (safetensors; no pickle).",
+            "- `config.json`: everything needed to rebuild the model (`zoo.load(\"local-dir:/path\")`).",
+            "- `README.md`: this card, generated by `zoo.cards` from `config.json`.", ""]
+    return "\n".join(out)
+
+
+# -- MODEL_CARDS.md ---------------------------------------------------------------------------------------------
+def model_cards_md(records):
+    """The text of ``MODEL_CARDS.md`` from published records (``results/<tag>.json``, sorted by tag)."""
+    out = ["# Model cards", "",
+           "<!-- Generated by tools/make_cards.py from zoo.registry.PRETRAINED and results/*.json. "
+           "Do not edit by hand: run `make cards`. -->", ""]
+    if not records:
+        out += ["No checkpoint is published yet. `tools/publish.py` publishes one (see docs/hub.md): it writes "
+                "`results/<tag>.json`, and the registry entry it prints goes into `zoo.registry.PRETRAINED`; then "
+                "`make cards` regenerates this file.", ""]
+        return "\n".join(out)
+    out += ["| Tag | Task | Dataset | Metrics | Params | Hub repo | Revision | sha256 |",
+            "|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        metrics = ", ".join(f"{k} {_fmt(v)}" for k, v in (r.get("metrics") or {}).items())
+        params = (r.get("weights") or {}).get("num_params")
+        params = f"{params / 1e6:.3f} M" if params is not None else "?"
+        out.append(f"| `{r['pretrained_tag']}` | {TASKS[r['task']][2]} | {(r.get('dataset') or {}).get('name', '?')} "
+                   f"| {metrics} | {params} | [{r['hf_hub_id']}](https://huggingface.co/{r['hf_hub_id']}) "
+                   f"| `{str(r['revision'])[:12]}` | `{r['weights']['sha256'][:12]}` |")
+    for r in records:
+        mixer = r["architecture"]["mixer"]
+        out += ["", f"## {r['pretrained_tag']}", "",
+                f"- Model: `{r['name']}`, token mixer {mixer}: {PAPERS.get(mixer, mixer)}.",
+                f"- Data: {(r.get('dataset') or {}).get('name', 'not recorded')}; recipe "
+                f"`{r.get('training_config') or 'not recorded'}`.",
+                f"- Load: `zoo.load(\"{r['name']}\", task=\"{r['task']}\", pretrained=True)` or "
+                f"`zoo.load(\"hf-hub:{r['hf_hub_id']}@{r['revision']}\")`."]
+        if r.get("command"):
+            out.append(f"- Measured with: `{r['command']}`")
+    out.append("")
+    return "\n".join(out)

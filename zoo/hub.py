@@ -1,0 +1,643 @@
+"""Published checkpoints: safetensors weights, ``config.json`` and a model card, on disk and on the Hugging Face Hub.
+
+A published checkpoint is a folder (a local directory or a Hub model repo)::
+
+    model.safetensors   weights only (``model.state_dict()``); header metadata names the model, task and args
+    config.json         name, task, every constructor argument as plain JSON, num_classes + label names, input
+                        spec (img size, mean/std, or num points), pretrained tag, dataset, metrics, recipe, the
+                        sha256 of model.safetensors, zoo version
+    README.md           the model card, generated from config.json by ``zoo.cards``
+
+Entry points:
+
+- ``save_pretrained(model, dir, ...)`` writes the folder (``zoo.save_pretrained`` is the public alias).
+- ``load_published("hf-hub:org/name[@revision]" | "local-dir:/path", **overrides)`` rebuilds the model from
+  ``config.json`` and loads the weights strictly (``zoo.load`` routes these names here).
+- ``load_pretrained_tag(model, tag, cfg)`` fills a model built by the registry with the weights of a pretrained
+  tag; ``cfg`` is ``zoo.registry.PRETRAINED[tag]`` = ``dict(hf_hub_id, revision, sha256, ...)``.
+- ``upload_folder_one_commit(...)`` uploads a folder in a single Hub commit (used by ``tools/publish.py``).
+
+Downloads go through ``huggingface_hub.hf_hub_download`` and its cache. ``HF_ENDPOINT``, ``HF_HUB_CACHE`` /
+``HF_HOME`` and ``HF_HUB_OFFLINE`` are read when a function is called (huggingface_hub reads them once, at its
+import), so a process can redirect them after importing; explicit ``endpoint=`` / ``cache_dir=`` /
+``local_files_only=`` arguments win. With ``HF_HUB_OFFLINE=1`` a cached checkpoint loads without the network.
+
+Verification, in this order, each failure a ``HubError`` subclass naming the cause: ``config.json`` parses and
+names a known model; the weights file is a valid safetensors file (a truncated download fails here); its header
+names the same model and task as ``config.json`` (else ``ArchitectureMismatchError``); its sha256 equals the sha256
+pinned by the registry tag and the one recorded in ``config.json`` (else ``ChecksumError``); its keys and shapes
+are exactly the model's (else ``WeightsMismatchError`` listing missing, unexpected and mis-shaped keys).
+
+Security: nothing downloaded is unpickled. Published weights are safetensors. The one pickle this module reads is
+a local mmengine training checkpoint (``read_training_checkpoint``, for ``tools/publish.py``), and it is read
+with an inert unpickler that builds tensors and plain containers only and replaces every other class by an
+inert placeholder, so no code named by the file runs.
+"""
+import hashlib
+import inspect
+import io
+import json
+import math
+import os
+import pickle
+import re
+import types
+
+FORMAT_VERSION = 1
+WEIGHTS_NAME = "model.safetensors"
+CONFIG_NAME = "config.json"
+CARD_NAME = "README.md"
+PUBLISHED_FILES = (WEIGHTS_NAME, CONFIG_NAME, CARD_NAME)
+# Keyword arguments of ``zoo.load`` / ``load_published`` that steer the download instead of the model.
+DOWNLOAD_OPTIONS = ("cache_dir", "endpoint", "force_download", "local_files_only", "token")
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class HubError(RuntimeError):
+    """A published checkpoint cannot be found, read or loaded; the message names the cause and the fix."""
+
+
+class ChecksumError(HubError):
+    """The sha256 of ``model.safetensors`` differs from the pinned or recorded one."""
+
+
+class ArchitectureMismatchError(HubError):
+    """``config.json`` describes another model than the weights (or than the model being filled)."""
+
+
+class WeightsMismatchError(HubError):
+    """The weights do not fit the model: missing, unexpected or mis-shaped keys."""
+
+
+# -- small helpers ------------------------------------------------------------------------------------------------
+def sha256_file(path, chunk=1 << 20):
+    """Hex sha256 of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _zoo_version():
+    from . import __version__
+    return __version__
+
+
+def _env_true(name):
+    return os.environ.get(name, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _plain_json(value, where):
+    """Return ``value`` if it survives a JSON round trip unchanged (tuples become lists), else raise."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise HubError(f"{where} must be plain JSON (str, int, float, bool, None, list, dict): {e}") from None
+    return json.loads(text)
+
+
+def parse_name(name):
+    """Split ``hf-hub:org/name[@revision]`` or ``local-dir:/path`` into ``(kind, target, revision)``."""
+    if name.startswith("hf-hub:"):
+        ref = name[len("hf-hub:"):]
+        repo_id, _, revision = ref.partition("@")
+        if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+            raise HubError(f"{name!r}: expected hf-hub:org/name or hf-hub:org/name@revision")
+        return "hf-hub", repo_id, (revision or None)
+    if name.startswith("local-dir:"):
+        path = os.path.expanduser(name[len("local-dir:"):])
+        if not path:
+            raise HubError(f"{name!r}: expected local-dir:/path/to/folder")
+        return "local-dir", path, None
+    raise HubError(f"{name!r} is not a published checkpoint name (hf-hub:org/name[@revision] or local-dir:/path)")
+
+
+# -- writing ------------------------------------------------------------------------------------------------------
+def _effective_args(name, task, args):
+    """Every constructor argument of the task's ``build``: its defaults, overridden by ``args``.
+
+    Recording the defaults too keeps a published model reproducible if a default changes later.
+    """
+    import importlib
+
+    from . import registry
+    module = importlib.import_module(registry.TASKS[task])
+    skip = {"model_name", "task", "mixer", "size"}
+    out = {}
+    for p in inspect.signature(module.build).parameters.values():
+        if p.name in skip or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or p.default is inspect.Parameter.empty:
+            continue
+        out[p.name] = p.default
+    out.update(args)
+    return _plain_json(out, f"the constructor arguments of {name} ({task})")
+
+
+def _input_spec(task, args, input_spec):
+    """The input a model expects: image size, channels, mean/std (0..1 units) for images; points for clouds."""
+    spec = {}
+    if task in ("pcls", "pseg"):
+        for key in ("num_points", "in_chans", "point_dims"):
+            if key in args:
+                spec[key] = args[key]
+    else:
+        if "img_size" in args:
+            size = args["img_size"]
+            spec["img_size"] = list(size) if isinstance(size, (list, tuple)) else [size, size]
+        if "in_chans" in args:
+            spec["in_chans"] = args["in_chans"]
+        spec["mean"], spec["std"] = None, None
+    spec.update(input_spec or {})
+    for key in ("mean", "std"):
+        if spec.get(key) is not None:
+            spec[key] = [float(v) for v in spec[key]]
+            if spec.get("in_chans") and len(spec[key]) != spec["in_chans"]:
+                raise HubError(f"input {key} has {len(spec[key])} values for {spec['in_chans']} input channels")
+    return _plain_json(spec, "input_spec")
+
+
+def _num_classes(task, args):
+    return args.get("num_classes")
+
+
+def make_config(model, *, tag=None, dataset=None, metrics=None, config_name=None, label_names=None, input_spec=None,
+                license="apache-2.0", extra=None):
+    """Build the ``config.json`` dict of ``model`` (without the weights entry, added by ``save_pretrained``).
+
+    Args:
+        model: A model built by ``zoo.load`` / ``zoo.registry.build`` (it carries ``zoo_config``).
+        tag: Pretrained tag (``{model}.{task}_{dataset}``), if any.
+        dataset: A dataset key of ``zoo.cards.DATASETS`` (e.g. ``fmnist``) or a dict (``name``, ``id``, ``split``,
+            ``license``, ``url``); defaults to the dataset part of ``tag``.
+        metrics: ``{metric name: value}`` measured on the dataset's evaluation split.
+        config_name: The training config (recipe), e.g. ``configs/cls/ff-vit-micro_fmnist.py``.
+        label_names: Class names, one per class.
+        input_spec: Overrides of the input spec, e.g. ``dict(mean=[0.286], std=[0.353])`` (0..1 pixel units).
+        license: License of the weights (a Hub license id).
+        extra: More plain-JSON fields to record (e.g. ``training``: epochs, iterations).
+    """
+    from . import cards, registry
+    zc = getattr(model, "zoo_config", None)
+    if not isinstance(zc, dict) or not {"name", "task", "args"} <= set(zc):
+        raise HubError("the model has no zoo_config (dict(name, task, args)); build it with zoo.load or "
+                       "zoo.registry.build so that config.json can rebuild it")
+    name, task = zc["name"], registry.resolve_task(zc["task"])
+    args = _effective_args(name, task, _plain_json(zc["args"], f"zoo_config['args'] of {name}"))
+    num_classes = _num_classes(task, args)
+    if dataset is None and tag and "_" in tag.partition(".")[2]:
+        dataset = tag.partition(".")[2].split("_", 1)[1]  # ff_vit_micro.cls_fmnist -> fmnist
+    dataset = cards.dataset_info(dataset) if dataset is not None else None
+    if label_names is None and num_classes and dataset and len(dataset.get("label_names") or ()) == num_classes:
+        label_names = dataset["label_names"]
+    if dataset:
+        dataset.pop("label_names", None)  # recorded once, as the model's label_names
+    if label_names is not None:
+        label_names = [str(n) for n in label_names]
+        if num_classes is not None and len(label_names) != num_classes:
+            raise HubError(f"{len(label_names)} label names for a model with num_classes={num_classes}")
+    if metrics is not None:
+        metrics = {str(k): _metric_value(k, v) for k, v in metrics.items()}
+    info = registry.model_info(name)
+    cfg = {
+        "format_version": FORMAT_VERSION,
+        "zoo_version": _zoo_version(),
+        "name": name,
+        "task": task,
+        "architecture": dict(info),
+        "args": args,
+        "num_classes": num_classes,
+        "label_names": label_names,
+        "input": _input_spec(task, args, input_spec),
+        "pretrained_tag": tag,
+        "dataset": dataset,
+        "metrics": metrics,
+        "training_config": config_name,
+        "license": license,
+    }
+    if extra:
+        cfg.update(_plain_json(extra, "extra"))
+    return cfg
+
+
+def _metric_value(name, value):
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise HubError(f"metric {name!r} is not a number: {value!r}") from None
+    if not math.isfinite(value):
+        raise HubError(f"metric {name!r} is not finite: {value}")
+    return value
+
+
+def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=None, label_names=None, tag=None,
+                    input_spec=None, license="apache-2.0", extra=None):
+    """Write ``model`` as a published folder: ``model.safetensors``, ``config.json`` and ``README.md``.
+
+    Args:
+        model: A zoo model (built by ``zoo.load``; its ``zoo_config`` says how to rebuild it).
+        save_dir: Folder to write (created if needed; the three files are overwritten).
+        metrics, dataset, config_name, label_names, tag, input_spec, license, extra: See ``make_config``.
+
+    Returns:
+        The ``config.json`` dict that was written (its ``weights`` entry holds the file's sha256).
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    from . import cards
+    cfg = make_config(model, tag=tag, dataset=dataset, metrics=metrics, config_name=config_name,
+                      label_names=label_names, input_spec=input_spec, license=license, extra=extra)
+    os.makedirs(save_dir, exist_ok=True)
+    # Clone: safetensors refuses tensors that share storage, and a clone also drops any view/offset.
+    state = {k: v.detach().to("cpu").contiguous().clone() for k, v in model.state_dict().items()}
+    if not state:
+        raise HubError(f"{cfg['name']} has an empty state dict; nothing to save")
+    header = {"format": "pt", "zoo_name": cfg["name"], "zoo_task": cfg["task"],
+              "zoo_args": json.dumps(cfg["args"], sort_keys=True), "zoo_format_version": str(FORMAT_VERSION)}
+    weights = os.path.join(save_dir, WEIGHTS_NAME)
+    save_file(state, weights, metadata=header)
+    dtypes = sorted({str(v.dtype).replace("torch.", "") for v in state.values()})
+    cfg["weights"] = {"file": WEIGHTS_NAME, "sha256": sha256_file(weights), "size": os.path.getsize(weights),
+                      "num_params": int(sum(v.numel() for v in state.values() if torch.is_floating_point(v))),
+                      "dtype": dtypes[0] if len(dtypes) == 1 else dtypes}
+    with open(os.path.join(save_dir, CONFIG_NAME), "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(save_dir, CARD_NAME), "w") as f:
+        f.write(cards.model_card(cfg))
+    return cfg
+
+
+# -- reading ------------------------------------------------------------------------------------------------------
+def read_config(path, source=None):
+    """Read and validate a ``config.json``; an unknown model, task or format version is a clear error."""
+    from . import registry
+    source = source or path
+    try:
+        with open(path) as f:
+            cfg = json.load(f)
+    except FileNotFoundError:
+        raise HubError(f"{source}: no {CONFIG_NAME}; a published folder holds {', '.join(PUBLISHED_FILES)}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise HubError(f"{source}: {CONFIG_NAME} is not valid JSON ({e}); the file is corrupted") from None
+    if not isinstance(cfg, dict) or not {"name", "task", "args"} <= set(cfg):
+        raise HubError(f"{source}: {CONFIG_NAME} lacks name/task/args; it was not written by zoo.save_pretrained")
+    version = cfg.get("format_version", 1)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise HubError(f"{source}: {CONFIG_NAME} has format_version {version}, newer than this zoo "
+                       f"({_zoo_version()}, format {FORMAT_VERSION}) reads; upgrade zoo")
+    if cfg["name"] not in registry.MODELS:
+        raise HubError(f"{source}: {CONFIG_NAME} names model {cfg['name']!r}, which zoo {_zoo_version()} does not "
+                       f"register (zoo.list_models()); upgrade zoo or check the repo")
+    cfg["task"] = registry.resolve_task(cfg["task"])
+    return cfg
+
+
+def _safetensors_header(path, source):
+    """The header metadata of a safetensors file; an unreadable file (truncated, corrupted) is a ``HubError``."""
+    from safetensors import SafetensorError, safe_open
+    if not os.path.isfile(path):
+        raise HubError(f"{source}: no {WEIGHTS_NAME}; a published folder holds {', '.join(PUBLISHED_FILES)}")
+    try:
+        with safe_open(path, framework="pt") as f:
+            return f.metadata() or {}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise HubError(f"{source}: {WEIGHTS_NAME} ({os.path.getsize(path)} bytes at {path}) is not a readable "
+                       f"safetensors file, the download is truncated or corrupted ({e}). Download it again "
+                       f"(zoo.load(..., force_download=True)) or delete the file.") from None
+
+
+def _check_architecture(header, cfg, source):
+    """``config.json`` and the weights' header must name the same model, task and arguments."""
+    got = (header.get("zoo_name"), header.get("zoo_task"))
+    if got[0] is None:  # weights written by another tool: the strict key check below decides
+        return
+    if got != (cfg["name"], cfg["task"]):
+        raise ArchitectureMismatchError(
+            f"{source}: {CONFIG_NAME} describes {cfg['name']} (task {cfg['task']}) but {WEIGHTS_NAME} holds weights "
+            f"of {got[0]} (task {got[1]}); the folder mixes files of two checkpoints. Publish the pair written "
+            f"together by zoo.save_pretrained.")
+    if "zoo_args" in header:
+        saved = json.loads(header["zoo_args"])
+        differ = sorted(k for k in set(saved) | set(cfg["args"]) if saved.get(k) != cfg["args"].get(k))
+        if differ:
+            parts = ", ".join(f"{k}: config {cfg['args'].get(k)!r} vs weights {saved.get(k)!r}" for k in differ)
+            raise ArchitectureMismatchError(
+                f"{source}: {CONFIG_NAME} and {WEIGHTS_NAME} disagree on constructor arguments of {cfg['name']} "
+                f"({parts}); the folder mixes files of two checkpoints.")
+
+
+def _check_sha(path, expected, source, what, digest=None):
+    digest = digest or sha256_file(path)
+    if expected is not None and digest != str(expected).lower():
+        raise ChecksumError(
+            f"{source}: sha256 of {WEIGHTS_NAME} is {digest} but {what} says {expected}: the file is corrupted, "
+            f"truncated or not the published one ({path}). It was not loaded. Download it again "
+            f"(zoo.load(..., force_download=True)) or delete the cached file.")
+    return digest
+
+
+def check_state_dict(model, state, source):
+    """Raise ``WeightsMismatchError`` listing every missing, unexpected and mis-shaped key."""
+    own = model.state_dict()
+    missing = sorted(k for k in own if k not in state)
+    unexpected = sorted(k for k in state if k not in own)
+    shapes = sorted(f"{k}: weights {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
+                    for k in state if k in own and tuple(state[k].shape) != tuple(own[k].shape))
+    if missing or unexpected or shapes:
+        name = getattr(model, "zoo_config", {}).get("name", type(model).__name__)
+        lines = [f"{source}: {WEIGHTS_NAME} does not fit {name}:"]
+        for label, keys in (("missing keys", missing), ("unexpected keys", unexpected), ("mis-shaped keys", shapes)):
+            if keys:
+                more = f" ... ({len(keys) - 20} more)" if len(keys) > 20 else ""
+                lines.append(f"  {label} ({len(keys)}): {', '.join(keys[:20])}{more}")
+        if any(k.startswith("head.") for k in missing + unexpected) or any(s.startswith("head.") for s in shapes):
+            lines.append("  The classifier head differs: load with the published num_classes, then call "
+                         "model.reset_classifier(n) to fine-tune for another number of classes.")
+        raise WeightsMismatchError("\n".join(lines))
+
+
+def load_weights(model, weights_path, cfg, source, expected_sha256=None, pin_name="the registry", digest=None):
+    """Verify ``weights_path`` against ``cfg`` (and a pinned sha256), then load it strictly into ``model``."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    header = _safetensors_header(weights_path, source)
+    digest = _check_sha(weights_path, expected_sha256, source, pin_name, digest=digest)
+    _check_architecture(header, cfg, source)
+    _check_sha(weights_path, (cfg.get("weights") or {}).get("sha256"), source, CONFIG_NAME, digest=digest)
+    try:
+        state = load_file(weights_path, device="cpu")
+    except (SafetensorError, OSError) as e:
+        raise HubError(f"{source}: {WEIGHTS_NAME} could not be read ({e}); the file is corrupted") from None
+    check_state_dict(model, state, source)
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+def build_from_config(cfg, **overrides):
+    """Rebuild the (randomly initialised) model a ``config.json`` describes; ``overrides`` change arguments."""
+    from . import registry
+    model = registry.build(cfg["name"], task=cfg["task"], **{**cfg["args"], **overrides})
+    model.pretrained_cfg = cfg  # timm-style: what the weights were trained on (input spec, labels, metrics)
+    return model
+
+
+# -- downloading --------------------------------------------------------------------------------------------------
+def _cache_dir(cache_dir):
+    """Explicit > ``HF_HUB_CACHE`` > ``HF_HOME``/hub, read now (``None``: huggingface_hub's import-time default)."""
+    if cache_dir is not None:
+        return os.fspath(cache_dir)
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.path.expanduser(os.environ["HF_HUB_CACHE"])
+    if os.environ.get("HF_HOME"):
+        return os.path.join(os.path.expanduser(os.environ["HF_HOME"]), "hub")
+    return None
+
+
+def _endpoint(endpoint):
+    """Explicit > ``HF_ENDPOINT`` read now > ``None`` (huggingface_hub's import-time value)."""
+    endpoint = endpoint or os.environ.get("HF_ENDPOINT")
+    return endpoint.rstrip("/") if endpoint else None
+
+
+def download(repo_id, filename, revision=None, *, cache_dir=None, endpoint=None, force_download=False,
+             local_files_only=None, token=None):
+    """Download one file of a Hub model repo through the huggingface_hub cache and return its local path.
+
+    Offline (``local_files_only=True`` or ``HF_HUB_OFFLINE=1``) the cached file is returned, or a ``HubError`` says
+    it is not cached. Errors of the Hub client become ``HubError`` messages naming repo, revision and file.
+    """
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError,
+                                        RepositoryNotFoundError, RevisionNotFoundError)
+    offline = _env_true("HF_HUB_OFFLINE") if local_files_only is None else bool(local_files_only)
+    where = f"{repo_id}@{revision or 'main'}/{filename}"
+    try:
+        return hf_hub_download(repo_id, filename, revision=revision, cache_dir=_cache_dir(cache_dir),
+                               endpoint=_endpoint(endpoint), force_download=force_download,
+                               local_files_only=offline, token=token)
+    except LocalEntryNotFoundError as e:
+        raise HubError(f"{where} is not in the local Hub cache ({_cache_dir(cache_dir) or 'default cache'}) and "
+                       f"{'offline mode is on (HF_HUB_OFFLINE / local_files_only)' if offline else 'the Hub is unreachable'}"
+                       f"; load it once with network access first.") from e
+    except RepositoryNotFoundError as e:
+        raise HubError(f"Hub repo {repo_id!r} not found (or private without a valid token: set HF_TOKEN or run "
+                       f"`hf auth login`).") from e
+    except RevisionNotFoundError as e:
+        raise HubError(f"Hub repo {repo_id!r} has no revision {revision!r}.") from e
+    except EntryNotFoundError as e:
+        raise HubError(f"Hub repo {repo_id!r} at {revision or 'main'} has no {filename}; a published folder holds "
+                       f"{', '.join(PUBLISHED_FILES)}.") from e
+    except (HfHubHTTPError, OSError) as e:
+        raise HubError(f"downloading {where} failed: {e}. Nothing was loaded; call again to retry.") from e
+
+
+def _commit_of(path, revision):
+    """The commit a cached snapshot path belongs to (``.../snapshots/<commit>/file``)."""
+    parent = os.path.basename(os.path.dirname(path))
+    return parent if _COMMIT_RE.match(parent) else revision
+
+
+def fetch(repo_id, revision=None, **hub_kwargs):
+    """Download ``config.json`` and ``model.safetensors`` of one commit; returns ``(config, weights, commit)``.
+
+    The weights are fetched at the commit ``config.json`` resolved to, so both files always come from the same
+    commit even if the branch moves in between.
+    """
+    config_path = download(repo_id, CONFIG_NAME, revision, **hub_kwargs)
+    commit = _commit_of(config_path, revision)
+    weights_path = download(repo_id, WEIGHTS_NAME, commit, **hub_kwargs)
+    return config_path, weights_path, commit
+
+
+def _split_options(kwargs):
+    hub = {k: kwargs.pop(k) for k in DOWNLOAD_OPTIONS if k in kwargs}
+    return hub, kwargs
+
+
+def load_published(name, **kwargs):
+    """Load a published checkpoint: ``hf-hub:org/name[@revision]`` or ``local-dir:/path``.
+
+    Args:
+        name: The checkpoint reference.
+        **kwargs: Download options (``cache_dir``, ``endpoint``, ``force_download``, ``local_files_only``,
+            ``token``); everything else overrides a constructor argument of ``config.json`` (the weights must
+            still fit, e.g. ``drop_path_rate=0.1`` for fine-tuning).
+
+    Returns:
+        The model with its weights (``model.pretrained_cfg`` holds ``config.json``).
+    """
+    hub_kwargs, overrides = _split_options(dict(kwargs))
+    kind, target, revision = parse_name(name)
+    if kind == "local-dir":
+        if hub_kwargs:
+            raise HubError(f"{', '.join(hub_kwargs)} apply to hf-hub: names, not to {name!r}")
+        if not os.path.isdir(target):
+            raise HubError(f"{name!r}: {target} is not a folder")
+        config_path, weights_path, source = (os.path.join(target, CONFIG_NAME), os.path.join(target, WEIGHTS_NAME),
+                                             name)
+    else:
+        config_path, weights_path, commit = fetch(target, revision, **hub_kwargs)
+        source = f"hf-hub:{target}@{commit}"
+    cfg = read_config(config_path, source)
+    model = build_from_config(cfg, **overrides)
+    return load_weights(model, weights_path, cfg, source)
+
+
+def load_pretrained_tag(model, tag, cfg, **hub_kwargs):
+    """Fill ``model`` (built by the registry) with the weights of pretrained ``tag``.
+
+    Args:
+        model: The model ``zoo.load`` built for the tag's name and task.
+        tag: ``{model}.{task}_{dataset}``.
+        cfg: ``zoo.registry.PRETRAINED[tag]``: ``hf_hub_id``, ``revision`` (a commit hash pins the files) and
+            ``sha256`` of ``model.safetensors``, verified after download: a mismatch is an error.
+        **hub_kwargs: Download options (see ``download``).
+
+    Returns:
+        The model, weights loaded (``model.pretrained_cfg`` holds the published ``config.json``).
+    """
+    missing = [k for k in ("hf_hub_id", "revision", "sha256") if not cfg.get(k)]
+    if missing:
+        raise HubError(f"registry entry of {tag!r} lacks {', '.join(missing)} (zoo.registry.PRETRAINED)")
+    if not _SHA256_RE.match(str(cfg["sha256"]).lower()):
+        raise HubError(f"registry entry of {tag!r}: sha256 {cfg['sha256']!r} is not 64 hex digits")
+    config_path, weights_path, commit = fetch(cfg["hf_hub_id"], cfg["revision"], **hub_kwargs)
+    source = f"{tag} (hf-hub:{cfg['hf_hub_id']}@{commit})"
+    # The pinned sha256 is checked before anything else of the download is trusted.
+    digest = _check_sha(weights_path, cfg["sha256"], source, f"zoo.registry.PRETRAINED[{tag!r}]")
+    pub = read_config(config_path, source)
+    zc = getattr(model, "zoo_config", {})
+    if (pub["name"], pub["task"]) != (zc.get("name"), zc.get("task")):
+        raise ArchitectureMismatchError(
+            f"{source}: the repo's {CONFIG_NAME} describes {pub['name']} (task {pub['task']}) but the tag is for "
+            f"{zc.get('name')} (task {zc.get('task')}); the registry entry points at the wrong repo.")
+    load_weights(model, weights_path, pub, source, digest=digest)
+    model.pretrained_cfg = pub
+    return model
+
+
+# -- uploading ----------------------------------------------------------------------------------------------------
+def upload_folder_one_commit(folder, repo_id, *, revision=None, private=False, commit_message=None, endpoint=None,
+                             files=PUBLISHED_FILES):
+    """Upload ``files`` of ``folder`` to a Hub model repo in ONE commit; returns ``(commit_oid, commit_url)``.
+
+    The repo is created if missing (``private`` applies then), the branch ``revision`` too. All files go in one
+    ``create_commit``: if the commit fails, the repo keeps its previous state. The token is the one
+    huggingface_hub finds itself (``HF_TOKEN`` or ``hf auth login``); it is never an argument and never printed.
+    """
+    from huggingface_hub import CommitOperationAdd, HfApi, get_token
+    if get_token() is None:
+        raise HubError("no Hugging Face token: set HF_TOKEN in the environment or run `hf auth login` "
+                       "(a token is never passed on the command line)")
+    api = HfApi(endpoint=_endpoint(endpoint))
+    paths = [os.path.join(folder, f) for f in files]
+    for p in paths:
+        if not os.path.isfile(p):
+            raise HubError(f"{p} is missing; write the folder with zoo.save_pretrained first")
+    api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+    if revision and revision != "main":
+        api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type="model")
+    ops = [CommitOperationAdd(path_in_repo=f, path_or_fileobj=p) for f, p in zip(files, paths)]
+    info = api.create_commit(repo_id, operations=ops, revision=revision, repo_type="model",
+                             commit_message=commit_message or f"Publish {repo_id}")
+    return info.oid, info.commit_url
+
+
+# -- training checkpoints (local, for tools/publish.py) -------------------------------------------------------------
+_TENSOR_GLOBALS = {
+    ("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_parameter"),
+    ("torch._utils", "_rebuild_parameter_with_state"), ("collections", "OrderedDict"), ("torch", "Size"),
+}
+
+
+class _Inert:
+    """Placeholder for a class named in a checkpoint outside tensors (optimizer, message hub, config objects).
+
+    It is built without running any of the named class's code; its state is kept but never used.
+    """
+
+    def __init__(self, *args, **kwargs):
+        self._args = args
+
+    def __setstate__(self, state):
+        self._state = state
+
+    def __setitem__(self, key, value):
+        pass
+
+    def append(self, value):
+        pass
+
+    def extend(self, values):
+        pass
+
+
+class _InertUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        import torch
+        if (module, name) in _TENSOR_GLOBALS:
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        # Anything else (os.system included) becomes an inert class: never imported, never called.
+        return type(f"Inert[{module}.{name}]", (_Inert,), {})
+
+
+_inert_pickle = types.ModuleType("zoo_inert_pickle")
+_inert_pickle.Unpickler = _InertUnpickler
+_inert_pickle.load = lambda f, **kw: _InertUnpickler(f, **kw).load()
+_inert_pickle.loads = lambda b, **kw: _InertUnpickler(io.BytesIO(b), **kw).load()
+
+
+def read_training_checkpoint(path):
+    """Read a local training checkpoint: ``(state_dict, meta)`` with optimizer and training state dropped.
+
+    Accepts a safetensors file, a plain ``torch.save``'d state dict (read with ``weights_only=True``), or an
+    mmengine checkpoint (``{'meta', 'state_dict', 'optimizer', 'message_hub', ...}``). mmengine pickles its own
+    objects (message hub, history buffers, numpy scalars), which ``weights_only=True`` refuses; such a file is
+    read with an inert unpickler: tensors and plain containers are rebuilt, every other class named in the file
+    is replaced by a placeholder without importing or calling it, so reading it runs no code from the file. Only
+    ``state_dict`` (tensors) and ``meta`` (plain values such as ``dataset_meta['classes']``) are returned.
+    """
+    import torch
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise HubError(f"checkpoint not found: {path}")
+    if path.endswith(".safetensors"):
+        from safetensors.torch import load_file
+        return load_file(path, device="cpu"), {}
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        # torch >= 2.6 refuses mmengine's pickled objects in weights_only mode; see the docstring.
+        ckpt = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_inert_pickle)
+    if not isinstance(ckpt, dict):
+        raise HubError(f"{path}: expected a dict checkpoint, got {type(ckpt).__name__}")
+    meta = ckpt.get("meta") if isinstance(ckpt.get("meta"), dict) else {}
+    state = ckpt.get("state_dict", ckpt)
+    if not isinstance(state, dict):
+        raise HubError(f"{path}: 'state_dict' is a {type(state).__name__}, not a dict of tensors")
+    tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
+    if not tensors:
+        raise HubError(f"{path}: no tensors found (top-level keys: {', '.join(map(str, list(ckpt)[:10]))})")
+    return tensors, meta
+
+
+def extract_model_state(state, model, source="checkpoint"):
+    """Keep the entries of a training wrapper's state dict that belong to ``model``.
+
+    The wrapper holds the zoo model as a submodule, so its keys are ``<prefix><model key>`` with one prefix (e.g.
+    ``model.``, ``zoo_model.``, ``module.model.``). The prefix is found as the one under which the keys of
+    ``model`` are exactly present; other entries (losses' buffers, EMA copies) are dropped.
+    """
+    own = set(model.state_dict())
+    if own <= set(state):
+        return {k: state[k] for k in own}
+    prefixes = {k[: len(k) - len(o)] for k in state for o in own if k.endswith("." + o)}
+    fits = sorted(p for p in prefixes if all(p + o in state for o in own))
+    if not fits:
+        check_state_dict(model, state, source)  # raises with the full list
+    prefix = min(fits, key=len)
+    return {o: state[prefix + o] for o in own}
