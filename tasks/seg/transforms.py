@@ -1,0 +1,45 @@
+"""Annotation loading with checks that name the offending file."""
+import numpy as np
+from mmseg.datasets.transforms import LoadAnnotations
+from mmseg.registry import TRANSFORMS
+
+
+@TRANSFORMS.register_module()
+class LoadCheckedAnnotations(LoadAnnotations):
+    """mmseg's ``LoadAnnotations`` that refuses label maps it cannot trust.
+
+    After loading (and ``reduce_zero_label``), it checks that the map has the size of its image (``ori_shape``, set by
+    ``LoadImageFromFile``, so it also works in test pipelines that load annotations after ``Resize``) and that every
+    value is a class index below ``num_classes`` or the ignore index. Either failure raises ``ValueError`` naming the
+    annotation file.
+
+    Args:
+        num_classes: Number of classes after ``reduce_zero_label``; None skips the range check.
+        ignore_index: The value that marks ignored pixels (255 in mmseg).
+        **kwargs: ``LoadAnnotations`` arguments (``reduce_zero_label``, ``backend_args``, ``imdecode_backend``).
+    """
+
+    def __init__(self, num_classes=None, ignore_index=255, **kwargs):
+        super().__init__(**kwargs)
+        self.num_classes = num_classes
+        self.ignore_index = ignore_index
+
+    def _load_seg_map(self, results):
+        super()._load_seg_map(results)
+        path = results.get("seg_map_path", "<label map>")
+        seg = results["gt_seg_map"]
+        ori = results.get("ori_shape")
+        if ori is not None and tuple(seg.shape[:2]) != tuple(ori[:2]):
+            raise ValueError(f"{path}: label map is {seg.shape[1]}x{seg.shape[0]} (WxH) but its image "
+                             f"{results.get('img_path', '')} is {ori[1]}x{ori[0]}; a label map must have its image's size.")
+        if self.num_classes is not None:
+            values = np.unique(seg)
+            bad = values[(values >= self.num_classes) & (values != self.ignore_index)]
+            if bad.size:
+                reduce = bool(results.get("reduce_zero_label", self.reduce_zero_label))
+                if reduce:  # report the values as stored in the file
+                    raw, rule = bad.astype(np.int64) + 1, f"raw 1..{self.num_classes} are classes, 0 is ignored"
+                else:
+                    raw, rule = bad, f"valid values are 0..{self.num_classes - 1}"
+                raise ValueError(f"{path}: label values {raw.tolist()} are out of range for {self.num_classes} "
+                                 f"classes ({rule}, {self.ignore_index} = ignore).")

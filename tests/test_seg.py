@@ -1,0 +1,212 @@
+"""Segmentation models: the mmseg backbone adapter, the UPerNet segmentor behind ``zoo.load(task='seg')``, weight
+loading that survives ``init_weights``, the fixed-token (``ff``) rules and the ``mmcv._ext`` stand-in."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import zoo
+
+MIXERS = ("sa", "ea", "effa", "ff")
+# Small enough for a CPU test: 64x64 inputs, patch 8 (8x8 grid), narrow heads.
+SMALL = dict(num_classes=5, img_size=64, patch_size=8, channels=32, aux_channels=16)
+
+
+def _same(a, b):
+    return set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _state(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_import_zoo_loads_no_mm_packages():
+    code = ("import sys, zoo; zoo.list_models(); "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('mmcv', 'mmseg', 'mmengine')]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("mixer", MIXERS)
+def test_tensor_forward_gives_full_resolution_logits(mixer):
+    model = zoo.load(f"{mixer}_vit_micro", task="seg", **SMALL)
+    assert model.zoo_model is model
+    model.eval()
+    with torch.no_grad():
+        x = torch.randn(2, 3, 64, 64)
+        y = model(x)
+        assert y.shape == (2, 5, 64, 64) and torch.isfinite(y).all()
+        # other sizes: ff slides a 64 window, the others resample position embeddings (and pad to patch multiples)
+        y = model(torch.randn(1, 3, 100, 75))
+        assert y.shape == (1, 5, 100, 75) and torch.isfinite(y).all()
+
+
+def test_backbone_returns_the_trunk_blocks_it_names():
+    model = zoo.load("sa_vit_tiny", task="seg", num_classes=3, img_size=32).eval()
+    assert model.backbone.out_indices == [2, 5, 8, 11]  # mmseg's DeiT recipe for 12 blocks
+    micro = zoo.load("ea_vit_micro", task="seg", **SMALL).eval()
+    assert micro.backbone.out_indices == [0, 1, 2, 3]  # depth 4: every block
+    trunk = micro.backbone.trunk
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        feats = micro.backbone(x)
+        # independent: embed, run the blocks by hand, drop the cls token, tokens -> maps
+        tok, hw = trunk._embed(x)
+        expected = []
+        for blk in trunk.blocks:
+            tok = blk(tok, hw)
+            expected.append(tok[:, 1:].transpose(1, 2).reshape(2, 64, 8, 8))
+    assert len(feats) == 4
+    for f, e in zip(feats, expected):
+        torch.testing.assert_close(f, e)
+
+
+def test_recipe_modules():
+    model = zoo.load("effa_vit_small", task="seg", num_classes=150, img_size=64)
+    neck, head, aux = model.neck, model.decode_head, model.auxiliary_head
+    assert type(neck).__name__ == "MultiLevelNeck" and list(neck.scales) == [4, 2, 1, 0.5]
+    assert list(neck.in_channels) == [384] * 4 and neck.out_channels == 384
+    assert type(head).__name__ == "UPerHead" and tuple(head.psp_modules.pool_scales) == (1, 2, 3, 6) and head.channels == 512
+    assert head.dropout_ratio == 0.1 and head.align_corners is False and list(head.in_index) == [0, 1, 2, 3]
+    assert type(aux).__name__ == "FCNHead" and aux.channels == 256 and aux.in_index == 3
+    assert aux.loss_decode.loss_weight == 0.4 and head.loss_decode.loss_weight == 1.0
+    assert isinstance(head.bottleneck.bn, torch.nn.BatchNorm2d)  # BN (SyncBN does not run on CPU)
+
+
+def test_loss_and_predict_paths():
+    from mmseg.structures import SegDataSample
+    from mmengine.structures import PixelData
+    model = zoo.load("sa_vit_micro", task="seg", **SMALL)
+    x = torch.randn(2, 3, 64, 64)
+    samples = []
+    for i in range(2):
+        s = SegDataSample(metainfo=dict(img_shape=(64, 64), ori_shape=(64, 64), pad_shape=(64, 64)))
+        s.gt_sem_seg = PixelData(data=torch.randint(0, 5, (1, 64, 64)))
+        samples.append(s)
+    losses = model(x, samples, mode="loss")
+    assert set(losses) >= {"decode.loss_ce", "aux.loss_ce"}
+    sum(v for k, v in losses.items() if "loss" in k).backward()
+    assert model.backbone.trunk.blocks[0].mixer.qkv.weight.grad is not None
+    model.eval()
+    with torch.no_grad():
+        out = model(x, samples, mode="predict")
+        logits = model(x)
+    assert out[0].pred_sem_seg.data.shape == (1, 64, 64)
+    torch.testing.assert_close(out[1].seg_logits.data, logits[1])
+    assert torch.equal(out[1].pred_sem_seg.data[0], logits[1].argmax(0))
+
+
+def test_ff_fixed_tokens_errors_and_slide():
+    model = zoo.load("ff_vit_micro", task="seg", **SMALL).eval()
+    assert model.test_cfg.mode == "slide" and tuple(model.test_cfg.crop_size) == (64, 64)
+    with torch.no_grad():
+        assert model(torch.randn(1, 3, 130, 97)).shape == (1, 5, 130, 97)  # slide windows cover any size
+        model.test_cfg.mode = "whole"
+        with pytest.raises(ValueError, match="slide"):
+            model(torch.randn(1, 3, 130, 97))
+        assert model(torch.randn(1, 3, 50, 64)).shape == (1, 5, 50, 64)  # smaller than the crop: padded
+    with pytest.raises(ValueError, match="fixed token count.*slide"):
+        model.backbone(torch.randn(1, 3, 96, 96))  # the training path refuses other sizes too
+
+
+def test_zoo_config_rebuilds_the_architecture():
+    model = zoo.load("ea_vit_micro", task="seg", **SMALL)
+    cfg = json.loads(json.dumps(model.zoo_config))  # plain JSON
+    assert cfg == dict(name="ea_vit_micro", task="seg", args=dict(SMALL, in_chans=3))
+    again = zoo.load(cfg["name"], task=cfg["task"], **cfg["args"])
+    a, b = model.state_dict(), again.state_dict()
+    assert {k: v.shape for k, v in a.items()} == {k: v.shape for k, v in b.items()}
+
+
+def test_checkpoint_survives_init_weights(tmp_path):
+    from safetensors.torch import save_file
+    src = zoo.load("effa_vit_micro", task="seg", **SMALL)
+    with torch.no_grad():
+        for p in src.parameters():
+            p.add_(torch.randn_like(p))  # differ from any initialisation
+    path = tmp_path / "seg.safetensors"
+    save_file({k: v.contiguous() for k, v in src.state_dict().items()}, str(path))
+    model = zoo.load("effa_vit_micro", task="seg", checkpoint=str(path), **SMALL)
+    assert _same(_state(model), _state(src))
+    model.init_weights()  # what the Runner calls
+    assert _same(_state(model), _state(src))
+
+
+def test_mmengine_loaded_weights_survive_init_weights():
+    """A config-built (not yet initialised) segmentor: load, then the Runner-style init_weights must be a no-op."""
+    from mmengine.registry import DefaultScope
+    from mmseg.registry import MODELS
+    from zoo.heads.seg import model_cfg
+    from mmengine.runner.checkpoint import load_state_dict
+    src = zoo.load("sa_vit_micro", task="seg", **SMALL)
+    with torch.no_grad():
+        for p in src.parameters():
+            p.add_(1.0)
+    with DefaultScope.overwrite_default_scope("mmseg"):
+        model = MODELS.build(model_cfg("sa_vit_micro", num_classes=5, img_size=64, patch_size=8, channels=32,
+                                       aux_channels=16))
+    load_state_dict(model, src.state_dict(), strict=True)
+    model.init_weights()
+    assert _same(_state(model), _state(src))
+
+
+def test_backbone_checkpoint_from_classification(tmp_path):
+    from safetensors.torch import save_file
+    cls = zoo.load("sa_vit_micro", num_classes=10, img_size=32, patch_size=8)  # 4x4 grid
+    path = tmp_path / "cls.safetensors"
+    save_file({k: v.contiguous() for k, v in cls.state_dict().items()}, str(path))
+    seg = zoo.load("sa_vit_micro", task="seg", backbone_checkpoint=str(path), **SMALL)  # 8x8 grid
+    trunk = seg.backbone.trunk
+    for k, v in cls.state_dict().items():
+        if k.startswith("blocks.") or k.startswith("patch_embed.") or k == "cls_token":
+            assert torch.equal(trunk.state_dict()[k], v), k
+    # position embedding: cls row kept, the 4x4 grid bicubically resampled to 8x8 (computed here independently)
+    pos = cls.pos_embed.detach()
+    grid = pos[:, 1:].reshape(1, 4, 4, 64).permute(0, 3, 1, 2)
+    grid = F.interpolate(grid, size=(8, 8), mode="bicubic", align_corners=False).permute(0, 2, 3, 1).reshape(1, 64, 64)
+    torch.testing.assert_close(trunk.pos_embed.detach(), torch.cat([pos[:, :1], grid], dim=1))
+    before = _state(seg)
+    seg.init_weights()
+    assert _same(_state(seg), before)
+    assert "backbone_checkpoint" not in seg.zoo_config["args"]  # a load-time option, not architecture
+
+
+def test_ff_backbone_checkpoint_of_another_token_count_is_refused(tmp_path):
+    from safetensors.torch import save_file
+    cls = zoo.load("ff_vit_micro", num_classes=10, img_size=32, patch_size=8)
+    path = tmp_path / "ff.safetensors"
+    save_file({k: v.contiguous() for k, v in cls.state_dict().items()}, str(path))
+    with pytest.raises(Exception, match="mismatched shapes"):
+        zoo.load("ff_vit_micro", task="seg", backbone_checkpoint=str(path), **SMALL)
+    seg = zoo.load("ff_vit_micro", task="seg", backbone_checkpoint=str(path), **dict(SMALL, img_size=32))
+    torch.testing.assert_close(seg.backbone.trunk.blocks[1].mixer.fc1.weight, cls.blocks[1].mixer.fc1.weight)
+
+
+def test_mmcv_ext_stand_in():
+    code = """
+import sys, types
+from zoo.heads import _mmcv_compat
+assert _mmcv_compat.install() is True
+import mmseg.models  # imports mmcv.ops, which needs mmcv._ext
+ext = sys.modules['mmcv._ext']
+assert ext.__spec__ is not None and ext.__spec__.loader is None
+try:
+    ext.roi_align_forward(1)
+except RuntimeError as e:
+    assert 'roi_align_forward' in str(e) and 'mmcv' in str(e)
+else:
+    raise SystemExit('no error')
+assert _mmcv_compat.install() is False  # idempotent
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)
+    real = """
+import sys, types
+real = types.ModuleType('mmcv._ext')
+sys.modules['mmcv._ext'] = real  # compiled ops present
+from zoo.heads import _mmcv_compat
+assert _mmcv_compat.install() is False and sys.modules['mmcv._ext'] is real
+"""
+    subprocess.run([sys.executable, "-c", real], check=True)

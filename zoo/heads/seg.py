@@ -1,0 +1,333 @@
+"""Semantic segmentation: the zoo trunk as an mmsegmentation backbone inside UPerNet.
+
+The recipe is mmseg's DeiT + UPerNet for ADE20K (``configs/vit/vit_deit-b16_mln_upernet_8xb2-160k_ade20k-512x512.py``;
+Xiao et al., "Unified Perceptual Parsing for Scene Understanding", ECCV 2018, https://arxiv.org/abs/1807.10221;
+Touvron et al., DeiT, https://arxiv.org/abs/2012.12877) with the token mixer swapped::
+
+    image (B, 3, H, W)
+      -> ZooViTBackbone: zoo trunk, outputs of 4 blocks (2, 5, 8, 11 of 12) as maps (B, D, H/16, W/16)
+      -> MultiLevelNeck: rescale x4, x2, x1, x0.5 -> (B, D, H/4 .. H/32)
+      -> UPerHead (PPM pool scales 1, 2, 3, 6; 512 channels)        -> logits (B, K, H/4, W/4)
+         FCNHead on level 3 (256 channels, loss weight 0.4, training only)
+      -> bilinear resize to the input size
+
+``ZooEncoderDecoder`` is an mmseg ``EncoderDecoder``: ``loss`` / ``predict`` take ``SegDataSample`` lists as in
+mmseg, and calling it on a tensor returns per-pixel logits (B, K, H, W) at the input resolution (through the
+configured whole/slide inference). Inputs are RGB normalised with the ImageNet mean/std (the ``data_preprocessor``
+does this from raw BGR images inside the mmengine Runner).
+
+``ff`` models have a fixed token count: they train at the crop size ``img_size`` and infer with mmseg's sliding
+window at that crop (``zoo.load`` sets ``test_cfg.mode='slide'`` for them); a whole-image input larger than the crop
+is refused with an error that says so. Inputs smaller than the crop (or, for other mixers, not divisible by the
+patch size) are zero-padded at the bottom/right and the logits cropped back.
+
+Weights loaded into a segmentor (``zoo.load(checkpoint=...)``, ``load_state_dict``, mmengine's ``load_checkpoint``) or
+into its backbone (``backbone_checkpoint=``) are never overwritten by a later ``init_weights()`` (the Runner calls it).
+
+This module imports mmseg, so it is imported lazily (``zoo.load(..., task='seg')``); ``import zoo`` stays light.
+"""
+import logging
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from . import _mmcv_compat
+
+_mmcv_compat.install()  # before mmseg: it imports mmcv.ops, whose compiled extension mmcv-lite lacks
+
+from mmengine.config import ConfigDict  # noqa: E402
+from mmengine.logging import MMLogger  # noqa: E402
+from mmengine.model import BaseModule  # noqa: E402
+from mmengine.registry import DefaultScope  # noqa: E402
+from mmseg.models.segmentors import EncoderDecoder  # noqa: E402
+from mmseg.registry import MODELS as SEG_MODELS  # noqa: E402
+
+from .. import mixers  # noqa: E402
+from ..backbones.vit import SIZES, VisionTransformer  # noqa: E402
+from ..registry import model_info  # noqa: E402
+
+# ImageNet statistics on the 0..255 scale, as mmseg's ViT configs (images are read as BGR and converted to RGB).
+MEAN = [123.675, 116.28, 103.53]
+STD = [58.395, 57.12, 57.375]
+
+
+def _pair(v):
+    return tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v), int(v))
+
+
+def default_out_indices(depth, num_outs=4):
+    """Blocks whose outputs feed the neck: evenly spread, ending at the last block ((2, 5, 8, 11) for depth 12)."""
+    if depth < num_outs:
+        raise ValueError(f"a trunk of depth {depth} cannot give {num_outs} distinct intermediate layers")
+    return [(i + 1) * depth // num_outs - 1 for i in range(num_outs)]
+
+
+def slide_stride(crop):
+    """mmseg's sliding-window stride for a crop: two thirds of it (341 for 512)."""
+    return tuple(int(c) * 2 // 3 for c in _pair(crop))
+
+
+def embed_dim_of(name):
+    """Token width D of a registered model name (from the registry, never repeated in configs)."""
+    return SIZES[model_info(name)["size"]]["embed_dim"]
+
+
+def is_fixed_tokens(name):
+    """True for mixers whose weights are shaped by the token count (``ff``)."""
+    return bool(getattr(mixers.get(model_info(name)["mixer"]), "fixed_tokens", False))
+
+
+@SEG_MODELS.register_module()
+class ZooViTBackbone(BaseModule):
+    """A registered zoo trunk as an mmseg backbone: intermediate block outputs as NCHW maps.
+
+    Args:
+        name: Registered model name, e.g. ``ea_vit_base``; mixer and size come from the registry.
+        img_size: Training crop (int or (H, W)). Position embeddings are resampled for other sizes, except for
+            fixed-token mixers (``ff``), which accept exactly this size.
+        patch_size: Patch side.
+        in_chans: Input channels.
+        out_indices: Block indices returned (default: 4 spread evenly, (2, 5, 8, 11) for 12 blocks).
+        drop_rate: Dropout in the trunk.
+        drop_path_rate: Stochastic depth (0.1 in mmseg's DeiT recipe).
+        checkpoint: Optional classification checkpoint for the trunk (zoo safetensors, timm/DeiT, official FF;
+            anything ``zoo.convert`` reads); its head and final norm are dropped, position embeddings resampled.
+        pretrained: Alias of ``checkpoint`` (what mmseg's ``EncoderDecoder(pretrained=...)`` passes down).
+        mixer_options: Extra mixer arguments.
+        init_cfg: Unused (the trunk initialises itself; see ``init_weights``).
+    """
+
+    def __init__(self, name, img_size=512, patch_size=16, in_chans=3, out_indices=None, drop_rate=0.0,
+                 drop_path_rate=0.0, checkpoint=None, pretrained=None, mixer_options=None, init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        info = model_info(name)
+        self.name = name
+        self.img_size = _pair(img_size)
+        self.patch_size = _pair(patch_size)
+        self.in_chans = in_chans
+        self.fixed_tokens = is_fixed_tokens(name)
+        self.trunk = VisionTransformer(mixer=info["mixer"], img_size=self.img_size, patch_size=patch_size,
+                                       in_chans=in_chans, num_classes=0, drop_rate=drop_rate,
+                                       drop_path_rate=drop_path_rate, mixer_options=mixer_options,
+                                       **SIZES[info["size"]])
+        # Intermediates are taken before the final LayerNorm (mmseg's ViT with final_norm=False); removing the
+        # unused norm keeps every parameter in the graph (DDP would otherwise need find_unused_parameters).
+        self.trunk.norm = nn.Identity()
+        depth = len(self.trunk.blocks)
+        self.out_indices = list(out_indices) if out_indices is not None else default_out_indices(depth)
+        self.embed_dim = self.trunk.embed_dim
+        checkpoint = checkpoint or pretrained
+        if checkpoint:
+            self.load_classification_checkpoint(checkpoint)
+
+    def load_classification_checkpoint(self, checkpoint):
+        """Load a classification checkpoint into the trunk (head and final norm dropped, strict otherwise)."""
+        from .. import convert
+        sd = convert.read_state_dict(checkpoint) if not isinstance(checkpoint, dict) else convert.unwrap(checkpoint)
+        dropped = ("head.", "head_dist.", "norm.", "fc_norm.")  # classifier and final norm: not used for dense maps
+        sd = {k: v for k, v in sd.items() if not k.startswith(dropped)}
+        convert.load_checkpoint(self.trunk, sd, drop_head=True, drop_distillation=True)
+        self._is_init = True  # loaded weights: init_weights must not touch them
+        return self
+
+    def init_weights(self):
+        """No-op: the trunk initialised itself at construction (timm init), and loaded weights must survive."""
+        self._is_init = True
+
+    def forward(self, x):
+        """(B, C, H, W) -> tuple of ``len(out_indices)`` maps (B, D, ceil(H/p), ceil(W/p))."""
+        H, W = x.shape[-2:]
+        if self.fixed_tokens and (H, W) != self.img_size:
+            raise ValueError(
+                f"{self.name} has a fixed token count and takes {self.img_size[0]}x{self.img_size[1]} inputs only, "
+                f"got {H}x{W}. Train at crop size {self.img_size} (data_preprocessor size=crop_size) and test with "
+                f"sliding-window inference at that crop: test_cfg=dict(mode='slide', crop_size={self.img_size}, "
+                f"stride={slide_stride(self.img_size)}).")
+        ph, pw = self.patch_size
+        pad_h, pad_w = (-H) % ph, (-W) % pw
+        if pad_h or pad_w:  # bottom/right zero padding, as mmseg's ViT ("corner" padding)
+            x = F.pad(x, (0, pad_w, 0, pad_h))
+        return tuple(self.trunk.forward_intermediates(x, indices=self.out_indices, norm=False, output_fmt="NCHW",
+                                                      intermediates_only=True))
+
+
+def _as_config(cfg):
+    if cfg is None or isinstance(cfg, ConfigDict):
+        return cfg
+    return ConfigDict(cfg)
+
+
+@SEG_MODELS.register_module()
+class ZooEncoderDecoder(EncoderDecoder):
+    """mmseg ``EncoderDecoder`` over a ``ZooViTBackbone`` (see the module docstring for the call graph).
+
+    Channel widths of the neck and heads default to the backbone's width (from the registry), so configs do not
+    repeat architecture numbers. Arguments are those of ``EncoderDecoder``.
+    """
+
+    def __init__(self, backbone, decode_head, neck=None, auxiliary_head=None, train_cfg=None, test_cfg=None,
+                 data_preprocessor=None, pretrained=None, init_cfg=None):
+        backbone = _as_config(backbone)
+        if backbone.get("type", "ZooViTBackbone") not in ("ZooViTBackbone", ZooViTBackbone):
+            raise ValueError(f"ZooEncoderDecoder needs backbone type ZooViTBackbone, got {backbone['type']!r}")
+        dim = embed_dim_of(backbone["name"])
+        num_outs = len(backbone.get("out_indices") or [0] * 4)
+        neck, decode_head, auxiliary_head = _as_config(neck), _as_config(decode_head), _as_config(auxiliary_head)
+        if neck is not None:
+            neck.setdefault("in_channels", [dim] * num_outs)
+            neck.setdefault("out_channels", dim)
+        decode_head.setdefault("in_channels", [dim] * num_outs)
+        if auxiliary_head is not None:
+            auxiliary_head.setdefault("in_channels", dim)
+        test_cfg = _as_config(test_cfg) if test_cfg is not None else ConfigDict(mode="whole")
+        super().__init__(backbone=backbone, decode_head=decode_head, neck=neck, auxiliary_head=auxiliary_head,
+                         train_cfg=_as_config(train_cfg) or ConfigDict(), test_cfg=test_cfg,
+                         data_preprocessor=data_preprocessor, pretrained=pretrained, init_cfg=init_cfg)
+        self._extra_zoo_args = {}
+
+    # -- the zoo surface ------------------------------------------------------------------------------------------
+    @property
+    def zoo_model(self):
+        """The ``nn.Module`` that ``zoo.load(..., task='seg')`` returns: this segmentor itself."""
+        return self
+
+    @property
+    def zoo_config(self):
+        """Plain-JSON description that rebuilds this architecture: ``zoo.load(name, task='seg', **args)``."""
+        bb = self.backbone
+        h, w = bb.img_size
+        args = dict(num_classes=int(self.num_classes), img_size=h if h == w else [h, w],
+                    patch_size=bb.patch_size[0], in_chans=bb.in_chans, channels=int(self.decode_head.channels),
+                    aux_channels=int(self.auxiliary_head.channels) if self.with_auxiliary_head else 0)
+        args.update(self._extra_zoo_args)
+        return dict(name=bb.name, task="seg", args=args)
+
+    @zoo_config.setter
+    def zoo_config(self, value):
+        # ``zoo.registry.build`` records the build kwargs; keep the JSON ones that are not load-time options.
+        if value.get("name") not in (None, self.backbone.name):
+            raise ValueError(f"zoo_config names {value.get('name')!r} but the backbone is {self.backbone.name!r}")
+        load_only = {"backbone_checkpoint"}
+        self._extra_zoo_args = {k: v for k, v in value.get("args", {}).items()
+                                if k not in load_only and isinstance(v, (int, float, str, bool, list, type(None)))}
+
+    # -- weights --------------------------------------------------------------------------------------------------
+    def _load_from_state_dict(self, *args, **kwargs):
+        # Both torch's load_state_dict and mmengine's load_checkpoint pass through here: after weights are loaded,
+        # a later init_weights() (the Runner calls it) must be a no-op.
+        super()._load_from_state_dict(*args, **kwargs)
+        self._is_init = True
+
+    # -- inference ------------------------------------------------------------------------------------------------
+    def _fit_size(self, H, W):
+        """Size the backbone is run at for an (H, W) input: the crop for fixed-token models, else patch multiples."""
+        bb = self.backbone
+        if bb.fixed_tokens:
+            ch, cw = bb.img_size
+            if H > ch or W > cw:
+                raise ValueError(
+                    f"{bb.name} has a fixed token count: one forward pass covers at most {ch}x{cw} pixels, got "
+                    f"{H}x{W}. Use sliding-window inference at the crop size: test_cfg=dict(mode='slide', "
+                    f"crop_size=({ch}, {cw}), stride={slide_stride(bb.img_size)}) (zoo.load sets it for ff models).")
+            return ch, cw
+        ph, pw = bb.patch_size
+        return math.ceil(H / ph) * ph, math.ceil(W / pw) * pw
+
+    def encode_decode(self, inputs, batch_img_metas):
+        """Logits (B, K, H, W) at the size of ``inputs``; pads to what the backbone takes and crops back."""
+        H, W = inputs.shape[-2:]
+        th, tw = self._fit_size(H, W)
+        if (th, tw) != (H, W):
+            inputs = F.pad(inputs, (0, tw - W, 0, th - H))  # bottom/right, zero = the mean colour after normalising
+        logits = self.decode_head.forward(self.extract_feat(inputs))  # (B, K, th/4, tw/4)
+        logits = F.interpolate(logits, size=(th, tw), mode="bilinear", align_corners=self.align_corners)
+        return logits[..., :H, :W]
+
+    def _forward(self, inputs, data_samples=None):
+        """``mode='tensor'``: per-pixel logits (B, K, H, W) at the input resolution (whole or slide inference)."""
+        if data_samples is not None:
+            metas = [s.metainfo for s in data_samples]
+        else:
+            shape = tuple(inputs.shape[2:])
+            metas = [dict(ori_shape=shape, img_shape=shape, pad_shape=shape, padding_size=[0, 0, 0, 0])
+                     for _ in range(inputs.shape[0])]
+        return self.inference(inputs, metas)
+
+
+def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, channels=512, aux_channels=256,
+              drop_path_rate=0.1, norm_type="BN", test_cfg=None):
+    """The UPerNet recipe as an mmseg model dict (what ``configs/seg/_base_/models/upernet_zoo-vit.py`` spells out).
+
+    Args:
+        name: Registered model name.
+        num_classes: Classes K.
+        img_size: Training crop; the backbone's size (and the fixed input of ``ff`` models).
+        patch_size, in_chans: Tokenizer.
+        channels: UPerHead width (512 in mmseg).
+        aux_channels: FCN auxiliary head width (256 in mmseg); 0 drops the auxiliary head.
+        drop_path_rate: Stochastic depth of the trunk (0.1 in mmseg's DeiT recipe).
+        norm_type: ``BN`` (works on CPU and one GPU) or ``SyncBN`` (multi-GPU).
+        test_cfg: Inference mode; default whole, or slide at the crop for fixed-token models.
+    """
+    crop = _pair(img_size)
+    norm_cfg = dict(type=norm_type, requires_grad=True)
+    if test_cfg is None:
+        test_cfg = (dict(mode="slide", crop_size=crop, stride=slide_stride(crop)) if is_fixed_tokens(name)
+                    else dict(mode="whole"))
+    cfg = dict(
+        type="ZooEncoderDecoder",
+        data_preprocessor=dict(type="SegDataPreProcessor", mean=MEAN, std=STD, bgr_to_rgb=True, pad_val=0,
+                               seg_pad_val=255, size=crop),
+        backbone=dict(type="ZooViTBackbone", name=name, img_size=crop, patch_size=patch_size, in_chans=in_chans,
+                      drop_path_rate=drop_path_rate),
+        neck=dict(type="MultiLevelNeck", scales=[4, 2, 1, 0.5]),
+        decode_head=dict(type="UPerHead", in_index=[0, 1, 2, 3], pool_scales=(1, 2, 3, 6), channels=channels,
+                         dropout_ratio=0.1, num_classes=num_classes, norm_cfg=norm_cfg, align_corners=False,
+                         loss_decode=dict(type="CrossEntropyLoss", use_sigmoid=False, loss_weight=1.0)),
+        auxiliary_head=None if not aux_channels else dict(
+            type="FCNHead", in_index=3, channels=aux_channels, num_convs=1, concat_input=False, dropout_ratio=0.1,
+            num_classes=num_classes, norm_cfg=norm_cfg, align_corners=False,
+            loss_decode=dict(type="CrossEntropyLoss", use_sigmoid=False, loss_weight=0.4)),
+        train_cfg=dict(),
+        test_cfg=test_cfg,
+    )
+    return ConfigDict(cfg)
+
+
+def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_size=512, patch_size=16, in_chans=3,
+          channels=512, aux_channels=256, drop_path_rate=0.0, norm_type="BN", test_cfg=None, backbone_checkpoint=None):
+    """Build the UPerNet segmentor for ``model_name`` (``zoo.load(name, task='seg', ...)`` lands here).
+
+    Args:
+        model_name: Registered model name (mixer and size are read from it; ``mixer``/``size`` are accepted for the
+            registry's common signature).
+        num_classes, img_size, patch_size, in_chans, channels, aux_channels, norm_type, test_cfg: See ``model_cfg``.
+        drop_path_rate: Stochastic depth (0 for inference; configs use mmseg's 0.1 for training).
+        backbone_checkpoint: A classification checkpoint for the trunk (zoo safetensors, timm/DeiT, official FF).
+
+    Returns:
+        A ``ZooEncoderDecoder`` in train mode with mmseg's head initialisation applied (so a later
+        ``init_weights()`` is a no-op).
+    """
+    if model_info(model_name)["mixer"] != mixer and mixer is not None:
+        raise ValueError(f"mixer {mixer!r} does not match model {model_name!r}")
+    cfg = model_cfg(model_name, num_classes=num_classes, img_size=img_size, patch_size=patch_size, in_chans=in_chans,
+                    channels=channels, aux_channels=aux_channels, drop_path_rate=drop_path_rate, norm_type=norm_type,
+                    test_cfg=test_cfg)
+    cfg.pop("type")
+    with DefaultScope.overwrite_default_scope("mmseg"):  # sub-modules (data preprocessor, heads) live in mmseg's registry
+        model = ZooEncoderDecoder(**cfg)
+    # mmseg's head/neck init now, so the Runner's later call cannot reset loaded weights. mmengine logs one INFO
+    # line per parameter when no log file is open; keep the console quiet.
+    logger = MMLogger.get_current_instance()
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        model.init_weights()
+    finally:
+        logger.setLevel(level)
+    if backbone_checkpoint is not None:
+        model.backbone.load_classification_checkpoint(backbone_checkpoint)
+    return model
