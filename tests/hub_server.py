@@ -93,7 +93,7 @@ class HubServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._port = self._httpd.server_address[1]
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
 
@@ -237,8 +237,9 @@ class _Handler(BaseHTTPRequestHandler):
         if (payload.get("type") or "model") != "model":
             return self._error(400, None, "this test server only hosts model repos")
         repo_id = f"{org}/{name}" if org else name
-        if repo_id in self.hub.repos:
-            return self._error(409, None, "You already created this model repo")
+        if repo_id in self.hub.repos:  # the Hub's 409 body still carries the url (the client reads it)
+            return self._send(409, {"error": "You already created this model repo", "url": f"{self.hub.url}/{repo_id}"},
+                              {"X-Error-Message": "You already created this model repo"})
         private = payload.get("visibility") == "private" or bool(payload.get("private"))
         self.hub.repos[repo_id] = Repo(repo_id, private)
         self._send(200, {"url": f"{self.hub.url}/{repo_id}", "name": repo_id, "id": repo_id})

@@ -414,9 +414,14 @@ def download(repo_id, filename, revision=None, *, cache_dir=None, endpoint=None,
     offline = _env_true("HF_HUB_OFFLINE") if local_files_only is None else bool(local_files_only)
     where = f"{repo_id}@{revision or 'main'}/{filename}"
     try:
-        return hf_hub_download(repo_id, filename, revision=revision, cache_dir=_cache_dir(cache_dir),
-                               endpoint=_endpoint(endpoint), force_download=force_download,
-                               local_files_only=offline, token=token)
+        try:
+            return hf_hub_download(repo_id, filename, revision=revision, cache_dir=_cache_dir(cache_dir),
+                                   endpoint=_endpoint(endpoint), force_download=force_download,
+                                   local_files_only=offline, token=token)
+        except ValueError as e:  # force_download wraps the Hub's answer: "Force download failed ..."
+            if isinstance(e.__cause__, (HfHubHTTPError, LocalEntryNotFoundError)):
+                raise e.__cause__ from None
+            raise
     except LocalEntryNotFoundError as e:
         raise HubError(f"{where} is not in the local Hub cache ({_cache_dir(cache_dir) or 'default cache'}) and "
                        f"{'offline mode is on (HF_HUB_OFFLINE / local_files_only)' if offline else 'the Hub is unreachable'}"

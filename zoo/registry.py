@@ -34,8 +34,11 @@ TASK_ALIASES = {
 TASK_NAMES = {"cls": "image classification", "seg": "semantic segmentation", "gen": "image generation (GAN)",
               "pcls": "point-cloud classification", "pseg": "point-cloud part segmentation"}
 
-# tag -> where its weights live. ``hf_hub_id`` (repo id), ``revision`` (commit or branch) and ``sha256`` of
-# ``model.safetensors`` are verified on download (``zoo.hub``).
+# tag -> where its weights live: ``hf_hub_id`` (repo id, ``zoo-models/{tag}``), ``revision`` (the commit hash the
+# publish made, so the files cannot move under a tag), ``sha256`` of ``model.safetensors`` (verified after
+# download) and ``args`` (the architecture arguments the weights need, the defaults of ``zoo.load``). An entry is
+# added only for a checkpoint actually published, from what ``tools/publish.py`` prints; ``results/<tag>.json``
+# holds its measured metrics (docs/hub.md).
 PRETRAINED = {}
 
 
@@ -137,15 +140,20 @@ def load(name, task="cls", pretrained=False, checkpoint=None, **kwargs):
     if name.startswith(("hf-hub:", "local-dir:")):
         from . import hub
         return hub.load_published(name, **kwargs)
-    if "." in name:  # a pretrained tag
+    if "." in name:  # a pretrained tag names its task: ff_vit_micro.cls_fmnist -> cls
         tag = find_pretrained(name, task)
-        name, pretrained = tag.split(".")[0], tag
+        name, pretrained, task = tag.split(".")[0], tag, tag.split(".", 1)[1].split("_", 1)[0]
     elif pretrained is True:  # resolve the tag before building, so a missing one fails fast
         pretrained = find_pretrained(name, resolve_task(task))
-    model = build(name, task=task, **kwargs)
     if pretrained:
         from . import hub
-        hub.load_pretrained_tag(model, pretrained, PRETRAINED[pretrained])
+        # Download options (cache_dir, force_download, ...) go to the hub; the tag's architecture arguments
+        # (e.g. num_classes=10, img_size=28, in_chans=1 for Fashion-MNIST) are the defaults of the build.
+        hub_kwargs = {k: kwargs.pop(k) for k in hub.DOWNLOAD_OPTIONS if k in kwargs}
+        kwargs = {**PRETRAINED[pretrained].get("args", {}), **kwargs}
+    model = build(name, task=task, **kwargs)
+    if pretrained:
+        hub.load_pretrained_tag(model, pretrained, PRETRAINED[pretrained], **hub_kwargs)
     if checkpoint is not None:
         from . import convert
         convert.load_checkpoint(model, checkpoint)

@@ -1,0 +1,381 @@
+"""Published checkpoints through the real huggingface_hub client against the local Hub server (tests/hub_server.py).
+
+Every test gets its own server, HF_HOME / cache and token (``hub`` fixture), so nothing touches the user's cache.
+Expected values are computed independently here: hashlib for digests, safetensors / json / yaml for file contents,
+and the original model's outputs for round trips.
+"""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import zoo
+from zoo import hub, registry
+
+from hub_server import HubServer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MICRO = dict(num_classes=10, img_size=28, in_chans=1, patch_size=4)
+FMNIST_LABELS = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+                 "Ankle boot"]
+
+
+@pytest.fixture
+def hub_env(tmp_path, monkeypatch):
+    """A running local Hub; HF_ENDPOINT/HF_HOME/HF_HUB_CACHE/HF_TOKEN point at it and at tmp_path."""
+    server = HubServer(token="hf_secret_test_token_123").start()
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setenv("HF_TOKEN", server.token)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    yield server
+    server.stop()
+
+
+def micro(mixer="ff", seed=0):
+    torch.manual_seed(seed)
+    return zoo.load(f"{mixer}_vit_micro", task="cls", **MICRO).eval()
+
+
+def outputs(model, seed=1):
+    x = torch.randn(3, 1, 28, 28, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        return model.eval()(x)
+
+
+def sha256(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def publish(model, folder, repo_id, revision=None, **save_kwargs):
+    save_kwargs.setdefault("metrics", {"accuracy/top1": 80.5})
+    zoo.save_pretrained(model, folder, **save_kwargs)
+    oid, _ = hub.upload_folder_one_commit(str(folder), repo_id, revision=revision)
+    return oid
+
+
+def edit_config(folder, **changes):
+    path = os.path.join(folder, "config.json")
+    cfg = json.load(open(path))
+    for key, value in changes.items():
+        node, *rest = key.split("__")
+        if rest:
+            cfg[node][rest[0]] = value
+        else:
+            cfg[key] = value
+    json.dump(cfg, open(path, "w"))
+
+
+# -- the folder ---------------------------------------------------------------------------------------------------
+def test_save_pretrained_writes_weights_config_and_card(tmp_path):
+    model = micro()
+    zoo.save_pretrained(model, tmp_path, metrics={"accuracy/top1": 84.25}, tag="ff_vit_micro.cls_fmnist",
+                        config_name="configs/cls/ff-vit-micro_fmnist.py", input_spec=dict(mean=[0.286], std=[0.353]))
+    assert sorted(os.listdir(tmp_path)) == ["README.md", "config.json", "model.safetensors"]
+    tensors = load_file(str(tmp_path / "model.safetensors"))
+    own = model.state_dict()
+    assert set(tensors) == set(own) and all(torch.equal(tensors[k], own[k]) for k in own)
+    cfg = json.load(open(tmp_path / "config.json"))
+    assert (cfg["name"], cfg["task"]) == ("ff_vit_micro", "cls")
+    assert {k: cfg["args"][k] for k in MICRO} == MICRO
+    assert cfg["num_classes"] == 10 and cfg["label_names"] == FMNIST_LABELS
+    assert cfg["input"] == {"img_size": [28, 28], "in_chans": 1, "mean": [0.286], "std": [0.353]}
+    assert cfg["pretrained_tag"] == "ff_vit_micro.cls_fmnist" and cfg["zoo_version"] == zoo.__version__
+    assert cfg["weights"]["sha256"] == sha256(tmp_path / "model.safetensors")
+    assert cfg["weights"]["num_params"] == sum(p.numel() for p in model.parameters())
+    assert cfg["metrics"] == {"accuracy/top1": 84.25}
+
+
+def test_model_card_front_matter_is_valid_and_data_driven(tmp_path):
+    import yaml
+    from huggingface_hub import ModelCard
+    zoo.save_pretrained(micro("ea"), tmp_path, metrics={"accuracy/top1": 81.0, "accuracy/top5": 99.25},
+                        tag="ea_vit_micro.cls_fmnist", config_name="configs/cls/ea-vit-micro_fmnist.py")
+    text = open(tmp_path / "README.md").read()
+    assert text.startswith("---\n")
+    meta = yaml.safe_load(text.split("---\n")[1])
+    assert meta["library_name"] == "zoo" and meta["license"] == "apache-2.0"
+    assert meta["pipeline_tag"] == "image-classification"
+    assert meta["datasets"] == ["zalando-datasets/fashion_mnist"]
+    assert "token-mixer-ea" in meta["tags"]
+    result = meta["model-index"][0]["results"][0]
+    assert result["task"]["type"] == "image-classification"
+    assert result["dataset"]["name"] == "Fashion-MNIST" and result["dataset"]["split"] == "test"
+    assert {m["name"]: m["value"] for m in result["metrics"]} == {"accuracy/top1": 81.0, "accuracy/top5": 99.25}
+    # The Hub client's own card parser reads the same metrics.
+    card = ModelCard.load(str(tmp_path / "README.md"))
+    assert sorted(r.metric_value for r in card.data.eval_results) == [81.0, 99.25]
+    body = text.split("---\n", 2)[2]
+    assert "Beyond Self-attention: External Attention" in body  # the mixer's paper
+    assert "configs/cls/ea-vit-micro_fmnist.py" in body  # the recipe
+    assert 'zoo.load("' in body and "@article{guo2021external" in body  # usage and citation
+
+
+def test_yaml_front_matter_quotes_tricky_strings():
+    import yaml
+    from zoo.cards import to_yaml
+    data = {"a": ["yes", "no", "null", "1.5", "x: y", 'q"uote', "T-shirt/top", "héllo", "#hash", ""],
+            "n": [1, 2.5, True, None], "nested": [{"k": {"deep": ["v"]}}], "empty": []}
+    assert yaml.safe_load(to_yaml(data)) == data
+
+
+def test_local_dir_roundtrip_is_exact(tmp_path):
+    model = micro("sa")
+    zoo.save_pretrained(model, tmp_path / "pub")
+    loaded = zoo.load(f"local-dir:{tmp_path / 'pub'}")
+    assert loaded.zoo_config["name"] == "sa_vit_micro" and loaded.pretrained_cfg["num_classes"] == 10
+    assert torch.equal(outputs(model), outputs(loaded))
+
+
+def test_zoo_config_must_be_plain_json(tmp_path):
+    model = micro()
+    model.zoo_config = dict(model.zoo_config, args=dict(model.zoo_config["args"], bad=torch.nn.GELU))
+    with pytest.raises(hub.HubError, match="plain JSON"):
+        zoo.save_pretrained(model, tmp_path)
+
+
+# -- the Hub: publish, download, revisions, registry tags, cache ----------------------------------------------------
+def test_publish_then_download_reproduces_outputs(hub_env, tmp_path):
+    model = micro()
+    oid = publish(model, tmp_path / "pub", "zoo-models/ff_vit_micro.cls_fmnist")
+    commits = [r for r in hub_env.requests if r["method"] == "POST" and "/commit/" in r["path"]]
+    assert len(commits) == 1  # one commit for all files
+    served = hub_env.files("zoo-models/ff_vit_micro.cls_fmnist")
+    assert sorted(served) == ["README.md", "config.json", "model.safetensors"]
+    for name, data in served.items():
+        assert data == open(tmp_path / "pub" / name, "rb").read()
+    assert hub_env.head("zoo-models/ff_vit_micro.cls_fmnist") == oid
+    loaded = zoo.load("hf-hub:zoo-models/ff_vit_micro.cls_fmnist")
+    assert torch.equal(outputs(model), outputs(loaded))
+    assert os.path.isdir(tmp_path / "hf" / "hub" / "models--zoo-models--ff_vit_micro.cls_fmnist")
+
+
+def test_revisions_commit_and_branch(hub_env, tmp_path):
+    first, second, third = micro(seed=0), micro(seed=1), micro(seed=2)
+    oid1 = publish(first, tmp_path / "v1", "org/ff")
+    publish(second, tmp_path / "v2", "org/ff")
+    publish(third, tmp_path / "v3", "org/ff", revision="dev")
+    assert torch.equal(outputs(zoo.load("hf-hub:org/ff")), outputs(second))
+    assert torch.equal(outputs(zoo.load(f"hf-hub:org/ff@{oid1}")), outputs(first))
+    assert torch.equal(outputs(zoo.load("hf-hub:org/ff@dev")), outputs(third))
+    with pytest.raises(hub.HubError, match="no revision 'nope'"):
+        zoo.load("hf-hub:org/ff@nope")
+
+
+def _register(monkeypatch, tag, repo_id, oid, sha):
+    entry = dict(hf_hub_id=repo_id, revision=oid, sha256=sha, args=MICRO)
+    monkeypatch.setitem(registry.PRETRAINED, tag, entry)
+
+
+def test_pretrained_tag_through_the_registry(hub_env, tmp_path, monkeypatch):
+    model = micro()
+    oid = publish(model, tmp_path / "pub", "zoo-models/ff_vit_micro.cls_fmnist", tag="ff_vit_micro.cls_fmnist")
+    _register(monkeypatch, "ff_vit_micro.cls_fmnist", "zoo-models/ff_vit_micro.cls_fmnist", oid,
+              sha256(tmp_path / "pub" / "model.safetensors"))
+    # The tag's args (10 classes, 28x28, 1 channel) are the build defaults: no need to repeat them.
+    loaded = zoo.load("ff_vit_micro", task="cls", pretrained=True)
+    assert torch.equal(outputs(model), outputs(loaded))
+    assert torch.equal(outputs(model), outputs(zoo.load("ff_vit_micro.cls_fmnist")))
+    assert loaded.pretrained_cfg["label_names"] == FMNIST_LABELS
+
+
+def test_second_load_comes_from_cache_with_server_stopped(hub_env, tmp_path):
+    model = micro()
+    publish(model, tmp_path / "pub", "org/ff")
+    zoo.load("hf-hub:org/ff")
+    hub_env.stop()
+    assert torch.equal(outputs(zoo.load("hf-hub:org/ff")), outputs(model))
+    # A fresh process with HF_HUB_OFFLINE=1 (read at huggingface_hub's import) loads from the same cache.
+    out = tmp_path / "offline.pt"
+    script = ("import sys, torch, zoo; m = zoo.load('hf-hub:org/ff').eval(); "
+              "x = torch.randn(3, 1, 28, 28, generator=torch.Generator().manual_seed(1)); "
+              "torch.save(m(x).detach(), sys.argv[1])")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", script, str(out)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert torch.equal(torch.load(out, weights_only=True), outputs(model))
+    # Offline and not cached: a clear error, no network attempt needed to say so.
+    proc = subprocess.run([sys.executable, "-c", "import zoo; zoo.load('hf-hub:org/never')"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "not in the local Hub cache" in proc.stderr and "offline" in proc.stderr
+
+
+def test_private_repo_needs_the_token(hub_env, tmp_path, monkeypatch):
+    model = micro()
+    zoo.save_pretrained(model, tmp_path / "pub", metrics={"accuracy/top1": 1.0})
+    hub.upload_folder_one_commit(str(tmp_path / "pub"), "org/private", private=True)
+    assert hub_env.repos["org/private"].private
+    assert torch.equal(outputs(zoo.load("hf-hub:org/private")), outputs(model))
+    monkeypatch.delenv("HF_TOKEN")
+    monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    with pytest.raises(hub.HubError, match="not found .*private without a valid token"):
+        zoo.load("hf-hub:org/private", force_download=True)
+    with pytest.raises(hub.HubError, match="not found .*private without a valid token"):
+        zoo.load("hf-hub:org/private", cache_dir=tmp_path / "empty-cache")
+
+
+# -- verification errors --------------------------------------------------------------------------------------------
+def test_registry_sha256_mismatch_is_an_error(hub_env, tmp_path, monkeypatch):
+    oid = publish(micro(), tmp_path / "pub", "org/ff")
+    wrong = hashlib.sha256(b"something else").hexdigest()
+    _register(monkeypatch, "ff_vit_micro.cls_fmnist", "org/ff", oid, wrong)
+    with pytest.raises(hub.ChecksumError) as err:
+        zoo.load("ff_vit_micro", task="cls", pretrained=True)
+    msg = str(err.value)
+    assert wrong in msg and sha256(tmp_path / "pub" / "model.safetensors") in msg and "PRETRAINED" in msg
+
+
+def test_corrupted_weights_served_by_the_hub(hub_env, tmp_path):
+    publish(micro(), tmp_path / "pub", "org/ff")
+    data = bytearray(open(tmp_path / "pub" / "model.safetensors", "rb").read())
+    data[-100:] = bytes(100)  # flip the tail of the last tensor's data; the header still parses
+    hub_env.put_file("org/ff", "model.safetensors", bytes(data))
+    with pytest.raises(hub.ChecksumError, match="corrupted"):
+        zoo.load("hf-hub:org/ff")
+
+
+def test_truncated_weights(tmp_path):
+    zoo.save_pretrained(micro(), tmp_path)
+    path = tmp_path / "model.safetensors"
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[: len(data) // 2])
+    with pytest.raises(hub.HubError, match="truncated or corrupted"):
+        zoo.load(f"local-dir:{tmp_path}")
+
+
+def test_corrupted_weights_in_a_folder(tmp_path):
+    zoo.save_pretrained(micro(), tmp_path)
+    path = tmp_path / "model.safetensors"
+    data = bytearray(open(path, "rb").read())
+    data[-4:] = b"\x00\x00\xc0\x7f"  # a NaN where a weight was
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(hub.ChecksumError, match="config.json says"):
+        zoo.load(f"local-dir:{tmp_path}")
+
+
+def test_config_for_another_architecture(tmp_path):
+    zoo.save_pretrained(micro("ff"), tmp_path / "ff")
+    zoo.save_pretrained(micro("sa"), tmp_path / "sa")
+    os.replace(tmp_path / "sa" / "config.json", tmp_path / "ff" / "config.json")
+    with pytest.raises(hub.ArchitectureMismatchError, match="describes sa_vit_micro .* holds weights of ff_vit_micro"):
+        zoo.load(f"local-dir:{tmp_path / 'ff'}")
+
+
+def test_registry_tag_pointing_at_another_model(hub_env, tmp_path, monkeypatch):
+    oid = publish(micro("sa"), tmp_path / "pub", "org/sa")
+    _register(monkeypatch, "ff_vit_micro.cls_fmnist", "org/sa", oid, sha256(tmp_path / "pub" / "model.safetensors"))
+    with pytest.raises(hub.ArchitectureMismatchError, match="describes sa_vit_micro .* tag is for ff_vit_micro"):
+        zoo.load("ff_vit_micro", task="cls", pretrained=True)
+
+
+def test_missing_and_unexpected_keys(tmp_path):
+    model = micro()
+    zoo.save_pretrained(model, tmp_path)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    del state["norm.weight"]
+    state["extra.bias"] = torch.zeros(3)
+    save_file(state, str(tmp_path / "model.safetensors"))  # weights from another tool: no zoo header
+    edit_config(tmp_path, weights__sha256=sha256(tmp_path / "model.safetensors"))
+    with pytest.raises(hub.WeightsMismatchError) as err:
+        zoo.load(f"local-dir:{tmp_path}")
+    msg = str(err.value)
+    assert "missing keys (1): norm.weight" in msg and "unexpected keys (1): extra.bias" in msg
+
+
+def test_override_that_changes_the_head_is_named(tmp_path):
+    zoo.save_pretrained(micro(), tmp_path)
+    with pytest.raises(hub.WeightsMismatchError, match=r"head.weight: weights \(10, 64\) vs model \(5, 64\)"):
+        zoo.load(f"local-dir:{tmp_path}", num_classes=5)
+
+
+# -- interrupted downloads --------------------------------------------------------------------------------------------
+def test_interrupted_download_resumes_with_range(hub_env, tmp_path, monkeypatch):
+    import huggingface_hub.constants as hf_constants
+    # Small read chunks so that the bytes received before the drop count as downloaded (default: 10 MB chunks).
+    monkeypatch.setattr(hf_constants, "DOWNLOAD_CHUNK_SIZE", 16 * 1024)
+    model = micro()
+    publish(model, tmp_path / "pub", "org/ff")
+    size = os.path.getsize(tmp_path / "pub" / "model.safetensors")
+    hub_env.drop_downloads = {"model.safetensors": size // 2}
+    loaded = zoo.load("hf-hub:org/ff")
+    assert torch.equal(outputs(loaded), outputs(model))
+    ranged = [r["headers"]["range"] for r in hub_env.requests if "range" in r["headers"]]
+    assert len(ranged) == 1 and int(ranged[0].split("=")[1].rstrip("-")) > 0
+
+
+def test_interrupted_download_then_a_new_call(hub_env, tmp_path, monkeypatch):
+    import huggingface_hub.constants as hf_constants
+    monkeypatch.setattr(hf_constants, "DOWNLOAD_CHUNK_SIZE", 16 * 1024)
+    model = micro()
+    publish(model, tmp_path / "pub", "org/ff")
+    size = os.path.getsize(tmp_path / "pub" / "model.safetensors")
+    hub_env.drop_downloads = {"model.safetensors": size // 3}
+    hub_env.fail_resumes = 1  # the in-call resume fails too: the call gives up
+    with pytest.raises(hub.HubError, match="call again"):
+        zoo.load("hf-hub:org/ff")
+    blobs = tmp_path / "hf" / "hub" / "models--org--ff" / "blobs"
+    assert sha256(tmp_path / "pub" / "model.safetensors") not in os.listdir(blobs)  # no partial file kept as blob
+    loaded = zoo.load("hf-hub:org/ff")
+    assert torch.equal(outputs(loaded), outputs(model))
+
+
+# -- uploads ------------------------------------------------------------------------------------------------------------
+def test_failed_commit_leaves_the_repo_unchanged(hub_env, tmp_path):
+    from huggingface_hub import HfApi
+    publish(micro(seed=0), tmp_path / "v1", "org/ff")
+    before_head, before_files = hub_env.head("org/ff"), hub_env.files("org/ff")
+    zoo.save_pretrained(micro(seed=1), tmp_path / "v2", metrics={"accuracy/top1": 1.0})
+    hub_env.fail_commits = 1
+    with pytest.raises(Exception, match="500"):
+        hub.upload_folder_one_commit(str(tmp_path / "v2"), "org/ff")
+    assert hub_env.head("org/ff") == before_head and hub_env.files("org/ff") == before_files
+    api = HfApi(endpoint=hub_env.url)
+    assert api.model_info("org/ff").sha == before_head
+    assert sorted(api.list_repo_files("org/ff")) == ["README.md", "config.json", "model.safetensors"]
+
+
+def test_upload_needs_a_token(hub_env, tmp_path, monkeypatch):
+    zoo.save_pretrained(micro(), tmp_path, metrics={"accuracy/top1": 1.0})
+    monkeypatch.delenv("HF_TOKEN")
+    monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    import huggingface_hub.constants as hf_constants
+    monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    with pytest.raises(hub.HubError, match="HF_TOKEN"):
+        hub.upload_folder_one_commit(str(tmp_path), "org/ff")
+    assert "org/ff" not in hub_env.repos
+
+
+# -- training checkpoints -------------------------------------------------------------------------------------------
+class _Evil:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+def test_training_checkpoint_is_read_without_running_its_code(tmp_path):
+    import numpy as np
+    model = micro()
+    marker = tmp_path / "PWNED"
+    ckpt = {"meta": {"epoch": 3, "iter": 30, "dataset_meta": {"classes": ("a", "b")}, "seed": np.int64(0)},
+            "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
+            "optimizer": torch.optim.AdamW(model.parameters()).state_dict(),
+            "message_hub": {"log_scalars": {"loss": _Evil(marker)}}}
+    torch.save(ckpt, tmp_path / "epoch_3.pth")
+    with pytest.raises(Exception):
+        torch.load(tmp_path / "epoch_3.pth", weights_only=True)  # what torch's safe mode says of this file
+    state, meta = hub.read_training_checkpoint(tmp_path / "epoch_3.pth")
+    assert not marker.exists()
+    assert meta["dataset_meta"]["classes"] == ("a", "b") and meta["epoch"] == 3
+    fresh = micro(seed=5)
+    fresh.load_state_dict(hub.extract_model_state(state, fresh))
+    assert torch.equal(outputs(fresh), outputs(model))
