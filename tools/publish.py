@@ -127,16 +127,29 @@ def model_from_config(cfg, state, source):
     return model, how
 
 
+def _normalisation_sources(cfg):
+    """Where a config states mean/std (0..255 units, mmengine's convention), most specific first."""
+    yield (cfg.get("model") or {}).get("data_preprocessor") or {}
+    yield cfg.get("data_preprocessor") or {}
+    dataset = (cfg.get("test_dataloader") or {}).get("dataset") or {}
+    for step in list(dataset.get("pipeline") or []) + list(cfg.get("test_pipeline") or []):
+        if isinstance(step, dict):
+            yield step
+    yield cfg
+
+
 def input_spec_from(cfg, args, model):
-    """Mean/std in 0..1 units: ``--mean/--std``, else the config's ``data_preprocessor`` (0..255 units)."""
+    """Mean/std in 0..1 units: ``--mean/--std``, else the config's (data preprocessor, test pipeline, top level)."""
     spec = {}
-    pre = (cfg.get("model") or {}).get("data_preprocessor") or cfg.get("data_preprocessor") or {}
     for key in ("mean", "std"):
         given = getattr(args, key)
         if given:
             spec[key] = [float(v) for v in given.split(",")]
-        elif pre.get(key) is not None:
-            spec[key] = [float(v) / 255.0 for v in pre[key]]  # mmengine's ImgDataPreprocessor works on 0..255
+            continue
+        for source in _normalisation_sources(cfg):
+            if source.get(key) is not None:
+                spec[key] = [float(v) / 255.0 for v in source[key]]  # the configs state 0..255 pixel units
+                break
     return spec
 
 
