@@ -1,0 +1,4 @@
+# Micro model on the generated shapes (python tools/make_shapes.py --out data/shapes --seed 0): 12 classes,
+# 256 points (grouping stages of 128 and 64 centres, k = 16).
+_base_ = ['./_base_/models/pct_zoo-vit.py', './_base_/datasets/shapes_h5.py', './_base_/schedules/pct_micro_shapes.py']
+model = dict(name='sa_vit_micro', num_classes=12, num_points=256, k=16)
