@@ -327,7 +327,7 @@ def test_interrupted_download_then_a_new_call(hub_env, tmp_path, monkeypatch):
     assert torch.equal(outputs(loaded), outputs(model))
 
 
-# -- uploads ------------------------------------------------------------------------------------------------------------
+# -- uploads --------------------------------------------------------------------------------------------------------
 def test_failed_commit_leaves_the_repo_unchanged(hub_env, tmp_path):
     from huggingface_hub import HfApi
     publish(micro(seed=0), tmp_path / "v1", "org/ff")
@@ -379,3 +379,35 @@ def test_training_checkpoint_is_read_without_running_its_code(tmp_path):
     fresh = micro(seed=5)
     fresh.load_state_dict(hub.extract_model_state(state, fresh))
     assert torch.equal(outputs(fresh), outputs(model))
+
+
+# -- every task ---------------------------------------------------------------------------------------------------------
+TASK_CASES = {
+    "cls": (dict(num_classes=3, img_size=16, in_chans=1, patch_size=4), "image-classification"),
+    "seg": (dict(img_size=32, num_classes=4), "image-segmentation"),
+    "gen": (dict(img_size=16, out_chans=1), "unconditional-image-generation"),
+    "pcls": (dict(num_points=128, num_classes=5), "other"),
+    "pseg": (dict(num_points=128, num_classes=6, num_categories=2), "other"),
+}
+
+
+@pytest.mark.parametrize("task", sorted(TASK_CASES))
+def test_every_task_publishes_and_reloads(task, tmp_path):
+    import yaml
+    kwargs, pipeline = TASK_CASES[task]
+    torch.manual_seed(0)
+    model = zoo.load("ea_vit_micro", task=task, **kwargs).eval()
+    cfg = zoo.save_pretrained(model, tmp_path, metrics={"score": 1.0})
+    assert cfg["task"] == task and {k: cfg["args"][k] for k in kwargs} == kwargs
+    meta = yaml.safe_load(open(tmp_path / "README.md").read().split("---\n")[1])
+    assert meta["pipeline_tag"] == pipeline
+    loaded = zoo.load(f"local-dir:{tmp_path}").eval()
+    assert type(loaded) is type(model)
+    a, b = model.state_dict(), loaded.state_dict()
+    assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
+    with torch.no_grad():
+        if task == "pcls":
+            pts = torch.randn(2, 128, 3, generator=torch.Generator().manual_seed(0))
+            assert torch.equal(model(pts), loaded(pts))
+        elif task == "gen":
+            assert torch.equal(model.sample(2, seed=0), loaded.sample(2, seed=0))

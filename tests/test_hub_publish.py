@@ -123,7 +123,8 @@ def test_publish_cli_end_to_end(hub_env, trained, tmp_path, monkeypatch):
     assert sorted(served) == ["README.md", "config.json", "model.safetensors"]
     config = json.loads(served["config.json"])
     assert config["label_names"] == list(LABELS)  # from the checkpoint's dataset_meta
-    assert config["input"]["mean"] == pytest.approx([72.94 / 255]) and config["input"]["std"] == pytest.approx([90.02 / 255])
+    assert config["input"]["mean"] == pytest.approx([72.94 / 255])
+    assert config["input"]["std"] == pytest.approx([90.02 / 255])
     assert config["metrics"] == {"accuracy/top1": 83.5, "accuracy/top5": 99.1}
     assert config["pretrained_tag"] == "ff_vit_micro.cls_fmnist" and config["training"] == {"epoch": 2, "iter": 20}
     from safetensors.torch import load

@@ -135,16 +135,21 @@ def _effective_args(name, task, args):
 
 
 def _input_spec(task, args, input_spec):
-    """The input a model expects: image size, channels, mean/std (0..1 units) for images; points for clouds."""
+    """The input a model expects: image size, channels, mean/std (0..1 units) for images; points for clouds;
+    the latent and output size for a generator."""
     spec = {}
     if task in ("pcls", "pseg"):
-        for key in ("num_points", "in_chans", "point_dims"):
+        for key in ("num_points", "in_dims", "num_categories"):
             if key in args:
                 spec[key] = args[key]
     else:
         if "img_size" in args:
             size = args["img_size"]
             spec["img_size"] = list(size) if isinstance(size, (list, tuple)) else [size, size]
+        if task == "gen":
+            spec.update({k: args[k] for k in ("z_dim", "out_chans") if k in args})
+            spec.update(input_spec or {})
+            return _plain_json(spec, "input_spec")
         if "in_chans" in args:
             spec["in_chans"] = args["in_chans"]
         spec["mean"], spec["std"] = None, None
@@ -157,8 +162,11 @@ def _input_spec(task, args, input_spec):
     return _plain_json(spec, "input_spec")
 
 
-def _num_classes(task, args):
-    return args.get("num_classes")
+def _num_classes(model, args):
+    """Classes (or parts) of the head: the argument, else the model's resolved default (points: 40 / 50)."""
+    n = args.get("num_classes")
+    n = getattr(model, "num_classes", None) if n is None else n
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
 def make_config(model, *, tag=None, dataset=None, metrics=None, config_name=None, label_names=None, input_spec=None,
@@ -184,7 +192,7 @@ def make_config(model, *, tag=None, dataset=None, metrics=None, config_name=None
                        "zoo.registry.build so that config.json can rebuild it")
     name, task = zc["name"], registry.resolve_task(zc["task"])
     args = _effective_args(name, task, _plain_json(zc["args"], f"zoo_config['args'] of {name}"))
-    num_classes = _num_classes(task, args)
+    num_classes = _num_classes(model, args)
     if dataset is None and tag and "_" in tag.partition(".")[2]:
         dataset = tag.partition(".")[2].split("_", 1)[1]  # ff_vit_micro.cls_fmnist -> fmnist
     dataset = cards.dataset_info(dataset) if dataset is not None else None
@@ -423,9 +431,9 @@ def download(repo_id, filename, revision=None, *, cache_dir=None, endpoint=None,
                 raise e.__cause__ from None
             raise
     except LocalEntryNotFoundError as e:
+        why = "offline mode is on (HF_HUB_OFFLINE / local_files_only)" if offline else "the Hub is unreachable"
         raise HubError(f"{where} is not in the local Hub cache ({_cache_dir(cache_dir) or 'default cache'}) and "
-                       f"{'offline mode is on (HF_HUB_OFFLINE / local_files_only)' if offline else 'the Hub is unreachable'}"
-                       f"; load it once with network access first.") from e
+                       f"{why}; load it once with network access first.") from e
     except RepositoryNotFoundError as e:
         raise HubError(f"Hub repo {repo_id!r} not found (or private without a valid token: set HF_TOKEN or run "
                        f"`hf auth login`).") from e
