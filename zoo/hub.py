@@ -22,11 +22,13 @@ Downloads go through ``huggingface_hub.hf_hub_download`` and its cache. ``HF_END
 import), so a process can redirect them after importing; explicit ``endpoint=`` / ``cache_dir=`` /
 ``local_files_only=`` arguments win. With ``HF_HUB_OFFLINE=1`` a cached checkpoint loads without the network.
 
-Verification, in this order, each failure a ``HubError`` subclass naming the cause: ``config.json`` parses and
-names a known model; the weights file is a valid safetensors file (a truncated download fails here); its header
-names the same model and task as ``config.json`` (else ``ArchitectureMismatchError``); its sha256 equals the sha256
-pinned by the registry tag and the one recorded in ``config.json`` (else ``ChecksumError``); its keys and shapes
-are exactly the model's (else ``WeightsMismatchError`` listing missing, unexpected and mis-shaped keys).
+Verification, in this order, each failure a ``HubError`` subclass naming the cause: for a registry tag, the
+weights' sha256 equals the pinned one (else ``ChecksumError``, before anything else of the download is used);
+``config.json`` parses and names a known model; the weights file is a valid safetensors file (a truncated
+download fails here); its header names the same model, task and arguments as ``config.json`` (else
+``ArchitectureMismatchError``); its sha256 equals the one recorded in ``config.json`` (else ``ChecksumError``);
+its keys and shapes are exactly the model's (else ``WeightsMismatchError`` listing missing, unexpected and
+mis-shaped keys).
 
 Security: nothing downloaded is unpickled. Published weights are safetensors. The one pickle this module reads is
 a local mmengine training checkpoint (``read_training_checkpoint``, for ``tools/publish.py``), and it is read
