@@ -26,6 +26,7 @@ into its backbone (``backbone_checkpoint=``) are never overwritten by a later ``
 
 This module imports mmseg, so it is imported lazily (``zoo.load(..., task='seg')``); ``import zoo`` stays light.
 """
+import copy
 import logging
 import math
 
@@ -154,9 +155,8 @@ class ZooViTBackbone(BaseModule):
 
 
 def _as_config(cfg):
-    if cfg is None or isinstance(cfg, ConfigDict):
-        return cfg
-    return ConfigDict(cfg)
+    """A ConfigDict copy (never the caller's object: the defaults filled in below must not leak into configs)."""
+    return None if cfg is None else ConfigDict(copy.deepcopy(cfg.to_dict() if isinstance(cfg, ConfigDict) else cfg))
 
 
 @SEG_MODELS.register_module()

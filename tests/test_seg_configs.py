@@ -1,0 +1,138 @@
+"""Every config in configs/seg builds its real model and runs one training (loss) step and one predict step.
+
+The full-size models (tiny/small/base at 512x512 with 512-channel UPerHeads) are built as configured, but the
+steps run on a shrunk copy so the file stays fast on a CPU. What is shrunk, via the same keys a user passes to
+``--cfg-options``: ``model.backbone.name`` -> the config's mixer at size ``micro``; ``model.backbone.img_size`` and
+``model.data_preprocessor.size`` -> 64x64 (and the slide window of ``ff`` configs -> 64/42); UPerHead channels
+512 -> 32 and FCN channels 256 -> 16. Everything else (neck, pool scales, losses, optimiser, schedule) is the
+config's own.
+"""
+import glob
+import os
+import re
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "seg", "*.py")))
+NAME = re.compile(r"upernet_(?P<mixer>[a-z]+)-vit-(?P<size>[a-z]+)_(?P<gpus>\d+)xb(?P<batch>\d+)-(?P<iters>\w+)_"
+                  r"(?P<data>[a-z0-9-]+)-(?P<h>\d+)x(?P<w>\d+)\.py$")
+
+
+def _cfg(path):
+    from mmengine.config import Config
+    return Config.fromfile(path)
+
+
+def _build(model_cfg):
+    import tasks.seg  # noqa: F401  (what custom_imports loads)
+    from mmengine.registry import DefaultScope
+    from mmseg.registry import MODELS
+    with DefaultScope.overwrite_default_scope("mmseg"):
+        return MODELS.build(model_cfg)
+
+
+def _batch(num_classes, size=64, n=2):
+    from mmengine.structures import PixelData
+    from mmseg.structures import SegDataSample
+    g = torch.Generator().manual_seed(0)
+    inputs, samples = [], []
+    for _ in range(n):
+        inputs.append(torch.randint(0, 256, (3, size, size), dtype=torch.uint8, generator=g))
+        s = SegDataSample(metainfo=dict(img_shape=(size, size), ori_shape=(size, size), pad_shape=(size, size)))
+        s.gt_sem_seg = PixelData(data=torch.randint(0, num_classes, (1, size, size), generator=g))
+        samples.append(s)
+    return dict(inputs=inputs, data_samples=samples)
+
+
+def test_the_config_set():
+    names = [os.path.basename(p) for p in CONFIGS]
+    ade = {f"upernet_{m}-vit-{s}_8xb2-160k_ade20k-512x512.py" for m in ("sa", "ea", "effa", "ff")
+           for s in ("tiny", "small", "base")}
+    assert ade <= set(names) and len(ade) == 12
+    assert {n for n in names if "fashion-scenes" in n} == {
+        f"upernet_{m}-vit-micro_1xb8-500_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")}
+
+
+def test_ade20k_recipe_numbers():
+    cfg = _cfg(os.path.join(ROOT, "configs/seg/upernet_ea-vit-base_8xb2-160k_ade20k-512x512.py"))
+    opt = cfg.optim_wrapper.optimizer
+    assert (opt.type, opt.lr, opt.weight_decay) == ("AdamW", 6e-5, 0.01)
+    assert {k: v.decay_mult for k, v in cfg.optim_wrapper.paramwise_cfg.custom_keys.items()} == {
+        "pos_embed": 0.0, "cls_token": 0.0, "norm": 0.0}
+    warm, poly = cfg.param_scheduler
+    assert (warm.type, warm.end, poly.type, poly.begin, poly.end, poly.power) == ("LinearLR", 1500, "PolyLR", 1500,
+                                                                                 160000, 1.0)
+    assert cfg.train_cfg.max_iters == 160000 and cfg.train_dataloader.batch_size == 2
+    assert cfg.train_dataloader.dataset.type == "ZooADE20KDataset"
+    loads = [t for t in cfg.train_pipeline if t.type == "LoadCheckedAnnotations"]
+    assert loads[0].reduce_zero_label is True
+    assert [t.type for t in cfg.train_pipeline] == ["LoadImageFromFile", "LoadCheckedAnnotations", "RandomResize",
+                                                    "RandomCrop", "RandomFlip", "PhotoMetricDistortion",
+                                                    "PackSegInputs"]
+    assert cfg.tta_model.type == "SegTTAModel" and cfg.val_evaluator.type == "IoUMetric"
+    assert cfg.model.decode_head.norm_cfg.type == "BN"
+
+
+def test_config_model_matches_zoo_load():
+    import zoo
+    cfg = _cfg(os.path.join(ROOT, "configs/seg/upernet_ea-vit-tiny_8xb2-160k_ade20k-512x512.py"))
+    from_cfg = _build(cfg.model)
+    from_load = zoo.load("ea_vit_tiny", task="seg", num_classes=150, img_size=512)
+    assert {k: v.shape for k, v in from_cfg.state_dict().items()} == \
+        {k: v.shape for k, v in from_load.state_dict().items()}
+    assert from_cfg.zoo_config == from_load.zoo_config == dict(
+        name="ea_vit_tiny", task="seg",
+        args=dict(num_classes=150, img_size=512, patch_size=16, in_chans=3, channels=512, aux_channels=256))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=os.path.basename)
+def test_config_builds_and_steps(path):
+    from mmengine.optim import build_optim_wrapper
+    from mmengine.registry import DefaultScope
+    m = NAME.search(os.path.basename(path))
+    assert m, f"config name does not follow upernet_<mixer>-vit-<size>_<n>xb<b>-<iters>_<data>-<h>x<w>.py: {path}"
+    cfg = _cfg(path)
+    mixer, size = m["mixer"], m["size"]
+    assert cfg.model.backbone.name == f"{mixer}_vit_{size}"
+    crop = (int(m["h"]), int(m["w"]))
+    assert tuple(cfg.model.backbone.img_size) == crop == tuple(cfg.crop_size)
+    assert cfg.model.test_cfg.mode == ("slide" if mixer == "ff" else "whole")
+    assert cfg.train_dataloader.batch_size == int(m["batch"])
+
+    # 1) the real model, as configured (construction only)
+    real = _build(cfg.model)
+    from zoo.backbones.vit import SIZES
+    dim = SIZES[size]["embed_dim"]
+    assert real.backbone.trunk.embed_dim == dim and list(real.decode_head.in_channels) == [dim] * 4
+    assert real.backbone.trunk.patch_embed.img_size == crop
+    n_cls = len(real.decode_head.conv_seg.bias)
+    del real
+
+    # 2) one loss step (with the config's optimiser) and one predict step on the shrunk copy
+    shrink = {"model.backbone.name": f"{mixer}_vit_micro", "model.backbone.img_size": (64, 64),
+              "model.data_preprocessor.size": (64, 64), "model.decode_head.channels": 32,
+              "model.auxiliary_head.channels": 16}
+    if mixer == "ff":
+        shrink.update({"model.test_cfg.crop_size": (64, 64), "model.test_cfg.stride": (42, 42)})
+    cfg.merge_from_dict(shrink)
+    model = _build(cfg.model)
+    model.init_weights()
+    with DefaultScope.overwrite_default_scope("mmseg"):
+        optim = build_optim_wrapper(model, cfg.optim_wrapper)
+    # the no-decay keys reach the parameter groups
+    wd = {id(p): g["weight_decay"] for g in optim.optimizer.param_groups for p in g["params"]}
+    trunk = model.backbone.trunk
+    assert wd[id(trunk.pos_embed)] == 0 and wd[id(trunk.cls_token)] == 0 and wd[id(trunk.blocks[0].norm2.weight)] == 0
+    assert wd[id(trunk.blocks[0].mlp.fc1.weight)] == cfg.optim_wrapper.optimizer.weight_decay
+    before = trunk.blocks[0].mlp.fc1.weight.detach().clone()
+    model.train()
+    log = model.train_step(_batch(n_cls), optim)
+    assert torch.isfinite(log["loss"]) and "decode.loss_ce" in log and "aux.loss_ce" in log
+    assert not torch.equal(before, trunk.blocks[0].mlp.fc1.weight)  # the step updated the trunk
+    model.eval()
+    with torch.no_grad():
+        out = model.val_step(_batch(n_cls, size=80 if mixer == "ff" else 64, n=1))  # ff: > crop, slides
+    pred = out[0].pred_sem_seg.data
+    assert pred.shape[-2:] == out[0].metainfo["ori_shape"] and int(pred.max()) < n_cls
