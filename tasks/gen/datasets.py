@@ -1,0 +1,124 @@
+"""Image datasets for GAN training and evaluation, read from the benchmarks' own file formats.
+
+* CIFAR-10 python batches (``cifar-10-batches-py/data_batch_{1..5}``, ``test_batch``): pickles written by Python 2,
+  read with ``encoding='latin1'``; keys may be ``'data'`` or ``b'data'`` (normalised here). ``data`` is
+  (10000, 3072) uint8, channel-major (R plane, G plane, B plane of 32x32).
+* Fashion-MNIST IDX files (``{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]``, e.g. the Debian package
+  ``dataset-fashion-mnist`` at ``/usr/share/datasets/fashion-mnist``): 28x28 grey images, zero-padded to 32x32 so
+  the GAN's power-of-two layout applies.
+
+Each item is ``dict(inputs=uint8 tensor (C, H, W), label=int, index=int)``; the model maps inputs to [-1, 1].
+"""
+import gzip
+import os
+import pickle
+import struct
+
+import numpy as np
+import torch
+from mmengine.registry import DATASETS
+from torch.utils.data import Dataset
+
+FMNIST_ROOT = "/usr/share/datasets/fashion-mnist"
+
+
+class _ArrayDataset(Dataset):
+    """Images (N, C, H, W) uint8 and labels (N,) held in memory; ``max_samples`` keeps the first n."""
+
+    def __init__(self, images, labels, max_samples=None):
+        if max_samples is not None:
+            images, labels = images[:max_samples], labels[:max_samples]
+        self.images = torch.from_numpy(np.ascontiguousarray(images))
+        self.labels = torch.from_numpy(np.asarray(labels, dtype=np.int64))
+        self.metainfo = dict(classes=getattr(self, "CLASSES", None))
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        return dict(inputs=self.images[i], label=int(self.labels[i]), index=i)
+
+
+def _read_cifar_batch(path):
+    with open(path, "rb") as f:
+        d = pickle.load(f, encoding="latin1")
+    d = {(k.decode("latin1") if isinstance(k, bytes) else k): v for k, v in d.items()}  # b'data' -> 'data'
+    if "data" not in d or "labels" not in d:
+        raise KeyError(f"{path}: not a CIFAR-10 python batch (keys: {sorted(d)}; expected 'data' and 'labels')")
+    data = np.asarray(d["data"], dtype=np.uint8).reshape(-1, 3, 32, 32)  # (N, 3072) -> (N, C, H, W)
+    return data, np.asarray(d["labels"], dtype=np.int64)
+
+
+@DATASETS.register_module()
+class CIFAR10Batches(_ArrayDataset):
+    """CIFAR-10 from the python batches.
+
+    Args:
+        data_root: ``cifar-10-batches-py`` itself or a folder holding it.
+        split: ``train`` (data_batch_1..5, 50k) or ``test`` (test_batch, 10k).
+        max_samples: Keep only the first n images (e.g. a cheaper FID reference).
+    """
+
+    CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
+    def __init__(self, data_root, split="train", max_samples=None):
+        root = data_root
+        if not os.path.exists(os.path.join(root, "test_batch")):
+            root = os.path.join(data_root, "cifar-10-batches-py")
+        names = [f"data_batch_{i}" for i in range(1, 6)] if split == "train" else ["test_batch"]
+        if split not in ("train", "test"):
+            raise ValueError(f"CIFAR10Batches: split must be 'train' or 'test', got {split!r}")
+        missing = [n for n in names if not os.path.exists(os.path.join(root, n))]
+        if missing:
+            raise FileNotFoundError(f"CIFAR10Batches: {', '.join(missing)} not found under {root}; point data_root at the "
+                                    f"extracted cifar-10-python.tar.gz (the folder cifar-10-batches-py)")
+        parts = [_read_cifar_batch(os.path.join(root, n)) for n in names]
+        super().__init__(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), max_samples)
+
+
+def _open_idx(root, stem):
+    for name in (stem + ".gz", stem):
+        path = os.path.join(root, name)
+        if os.path.exists(path):
+            return gzip.open(path, "rb") if name.endswith(".gz") else open(path, "rb")
+    raise FileNotFoundError(f"FashionMNIST: {stem}[.gz] not found in {root} (on Debian/Ubuntu: "
+                            f"apt-get install dataset-fashion-mnist, which installs {FMNIST_ROOT})")
+
+
+def read_idx(root, stem):
+    """Read an IDX file (magic 0x0801 labels or 0x0803 images, big-endian sizes) as a uint8 array."""
+    with _open_idx(root, stem) as f:
+        raw = f.read()
+    zero, dtype, ndim = struct.unpack(">HBB", raw[:4])
+    if zero != 0 or dtype != 0x08:
+        raise ValueError(f"{stem}: not an unsigned-byte IDX file (header {raw[:4].hex()})")
+    shape = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+@DATASETS.register_module()
+class FashionMNIST32(_ArrayDataset):
+    """Fashion-MNIST, zero-padded from 28x28 to ``img_size`` (32) with one channel.
+
+    Args:
+        data_root: Folder of the IDX files (gzipped or not).
+        split: ``train`` (60k) or ``test`` (10k, the ``t10k`` files).
+        img_size: Padded side (>= 28).
+        max_samples: Keep only the first n images.
+    """
+
+    CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+               "Ankle boot")
+
+    def __init__(self, data_root=FMNIST_ROOT, split="train", img_size=32, max_samples=None):
+        if split not in ("train", "test"):
+            raise ValueError(f"FashionMNIST32: split must be 'train' or 'test', got {split!r}")
+        prefix = "train" if split == "train" else "t10k"
+        images = read_idx(data_root, f"{prefix}-images-idx3-ubyte")
+        labels = read_idx(data_root, f"{prefix}-labels-idx1-ubyte")
+        if img_size < 28:
+            raise ValueError(f"FashionMNIST32: img_size must be >= 28, got {img_size}")
+        lo = (img_size - 28) // 2
+        padded = np.zeros((len(images), 1, img_size, img_size), dtype=np.uint8)
+        padded[:, 0, lo:lo + 28, lo:lo + 28] = images
+        super().__init__(padded, labels, max_samples)
