@@ -411,3 +411,17 @@ def test_every_task_publishes_and_reloads(task, tmp_path):
             assert torch.equal(model(pts), loaded(pts))
         elif task == "gen":
             assert torch.equal(model.sample(2, seed=0), loaded.sample(2, seed=0))
+
+
+def test_init_only_arguments_are_not_published(tmp_path):
+    """The trunk checkpoint a segmentor started from on the training machine is not needed to load it elsewhere."""
+    torch.manual_seed(0)
+    zoo.save_pretrained(zoo.load("ea_vit_micro", task="cls", num_classes=3, img_size=32), tmp_path / "trunk")
+    trunk = str(tmp_path / "trunk" / "model.safetensors")
+    model = zoo.load("ea_vit_micro", task="seg", img_size=32, num_classes=4, backbone_checkpoint=trunk).eval()
+    cfg = zoo.save_pretrained(model, tmp_path / "pub")
+    assert cfg["args"]["backbone_checkpoint"] is None
+    os.remove(trunk)
+    loaded = zoo.load(f"local-dir:{tmp_path / 'pub'}").eval()
+    a, b = model.state_dict(), loaded.state_dict()
+    assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)

@@ -52,6 +52,9 @@ CARD_NAME = "README.md"
 PUBLISHED_FILES = (WEIGHTS_NAME, CONFIG_NAME, CARD_NAME)
 # Keyword arguments of ``zoo.load`` / ``load_published`` that steer the download instead of the model.
 DOWNLOAD_OPTIONS = ("cache_dir", "endpoint", "force_download", "local_files_only", "token")
+# Constructor arguments that only fetch initial weights (a local path or a tag); the published weights replace
+# them, so config.json records them disabled (a path from the training machine would not exist elsewhere).
+INIT_ONLY_ARGS = {"pretrained": False, "checkpoint": None, "backbone_checkpoint": None, "init_cfg": None}
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -133,6 +136,7 @@ def _effective_args(name, task, args):
             continue
         out[p.name] = p.default
     out.update(args)
+    out.update({k: v for k, v in INIT_ONLY_ARGS.items() if k in out})
     return _plain_json(out, f"the constructor arguments of {name} ({task})")
 
 
