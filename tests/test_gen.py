@@ -187,7 +187,8 @@ def test_inception_v3_layout_matches_fid_weights(tmp_path):
     sd = net.state_dict()
     # shapes of pytorch-fid's pt_inception-2015-12-05 tensors (torchvision Inception3, 1008 classes, no aux)
     expected = {"Conv2d_1a_3x3.conv.weight": (32, 3, 3, 3), "Conv2d_4a_3x3.bn.running_var": (192,),
-                "Mixed_5b.branch_pool.conv.weight": (32, 192, 1, 1), "Mixed_6b.branch7x7_2.conv.weight": (128, 128, 1, 7),
+                "Mixed_5b.branch_pool.conv.weight": (32, 192, 1, 1),
+                "Mixed_6b.branch7x7_2.conv.weight": (128, 128, 1, 7),
                 "Mixed_7a.branch3x3_2.conv.weight": (320, 192, 3, 3), "Mixed_7c.branch3x3dbl_3b.conv.weight":
                 (384, 384, 3, 1), "fc.weight": (1008, 2048), "fc.bias": (1008,)}
     for k, shape in expected.items():

@@ -70,8 +70,8 @@ class CIFAR10Batches(_ArrayDataset):
             raise ValueError(f"CIFAR10Batches: split must be 'train' or 'test', got {split!r}")
         missing = [n for n in names if not os.path.exists(os.path.join(root, n))]
         if missing:
-            raise FileNotFoundError(f"CIFAR10Batches: {', '.join(missing)} not found under {root}; point data_root at the "
-                                    f"extracted cifar-10-python.tar.gz (the folder cifar-10-batches-py)")
+            raise FileNotFoundError(f"CIFAR10Batches: {', '.join(missing)} not found under {root}; point data_root "
+                                    f"at the extracted cifar-10-python.tar.gz (the folder cifar-10-batches-py)")
         parts = [_read_cifar_batch(os.path.join(root, n)) for n in names]
         super().__init__(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), max_samples)
 

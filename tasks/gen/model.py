@@ -102,7 +102,8 @@ class GANModel(BaseModel):
 
     def train_step(self, data, optim_wrapper):
         """One discriminator step, plus a generator step and an EMA update every ``d_steps`` iterations."""
-        if not isinstance(optim_wrapper, OptimWrapperDict) or {"generator", "discriminator"} - set(optim_wrapper.keys()):
+        if not isinstance(optim_wrapper, OptimWrapperDict) or \
+                {"generator", "discriminator"} - set(optim_wrapper.keys()):
             raise TypeError("GANModel needs optim_wrapper=dict(constructor='GANOptimWrapperConstructor', "
                             "generator=..., discriminator=...)")
         it = self._iteration()
