@@ -42,8 +42,25 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import pytest
+
 # Files the Hub's default .gitattributes stores in LFS: their ETag is the sha256 of the content.
 LFS_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt", ".h5", ".msgpack", ".onnx")
+
+
+@pytest.fixture
+def hub_env(tmp_path, monkeypatch):
+    """A running local Hub for one test: HF_ENDPOINT, HF_HOME, HF_HUB_CACHE and HF_TOKEN point at it and at
+    ``tmp_path`` (nothing touches the user's cache). Import it into a test module to use it."""
+    server = HubServer(token="hf_secret_test_token_123").start()
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setenv("HF_TOKEN", server.token)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    yield server
+    server.stop()
 
 
 def git_blob_oid(data):

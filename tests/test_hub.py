@@ -1,6 +1,7 @@
 """Published checkpoints through the real huggingface_hub client against the local Hub server (tests/hub_server.py).
 
-Every test gets its own server, HF_HOME / cache and token (``hub`` fixture), so nothing touches the user's cache.
+Every test gets its own server, HF_HOME / cache and token (the ``hub_env`` fixture of hub_server.py), so nothing
+touches the user's cache.
 Expected values are computed independently here: hashlib for digests, safetensors / json / yaml for file contents,
 and the original model's outputs for round trips.
 """
@@ -17,26 +18,12 @@ from safetensors.torch import load_file, save_file
 import zoo
 from zoo import hub, registry
 
-from hub_server import HubServer
+from hub_server import hub_env  # noqa: F401  (fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MICRO = dict(num_classes=10, img_size=28, in_chans=1, patch_size=4)
 FMNIST_LABELS = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
                  "Ankle boot"]
-
-
-@pytest.fixture
-def hub_env(tmp_path, monkeypatch):
-    """A running local Hub; HF_ENDPOINT/HF_HOME/HF_HUB_CACHE/HF_TOKEN point at it and at tmp_path."""
-    server = HubServer(token="hf_secret_test_token_123").start()
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
-    monkeypatch.setenv("HF_TOKEN", server.token)
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    yield server
-    server.stop()
 
 
 def micro(mixer="ff", seed=0):

@@ -18,7 +18,7 @@ import torch
 import zoo
 from zoo import hub, registry
 
-from hub_server import HubServer
+from hub_server import hub_env  # noqa: F401  (fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MICRO = dict(num_classes=10, img_size=28, in_chans=1, patch_size=4)
@@ -62,19 +62,6 @@ def _load_tool():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture
-def hub_env(tmp_path, monkeypatch):
-    server = HubServer(token="hf_publish_secret_987").start()
-    monkeypatch.setenv("HF_ENDPOINT", server.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
-    monkeypatch.setenv("HF_TOKEN", server.token)
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    yield server
-    server.stop()
 
 
 @pytest.fixture
