@@ -368,7 +368,7 @@ def test_training_checkpoint_is_read_without_running_its_code(tmp_path):
     assert torch.equal(outputs(fresh), outputs(model))
 
 
-# -- every task ---------------------------------------------------------------------------------------------------------
+# -- every task ----------------------------------------------------------------------------------------------------
 TASK_CASES = {
     "cls": (dict(num_classes=3, img_size=16, in_chans=1, patch_size=4), "image-classification"),
     "seg": (dict(img_size=32, num_classes=4), "image-segmentation"),

@@ -45,7 +45,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", required=True, help="mmengine config the checkpoint was trained with")
     p.add_argument("--checkpoint", required=True, help="training checkpoint (.pth from mmengine, or .safetensors)")
-    p.add_argument("--repo-id", required=True, help="Hub model repo, org/name (e.g. zoo-models/ff_vit_micro.cls_fmnist)")
+    p.add_argument("--repo-id", required=True, help="Hub model repo, org/name (zoo-models/{tag})")
     p.add_argument("--revision", default=None, help="branch to commit to (created if missing; default main)")
     p.add_argument("--private", action="store_true", help="create the repo private (if it does not exist)")
     p.add_argument("--metrics", default=None, help="JSON file of measured metrics (required)")
