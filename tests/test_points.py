@@ -190,3 +190,11 @@ def test_bad_inputs_name_the_problem():
         P.farthest_point_sample(torch.randn(1, 4, 3), 5)
     with pytest.raises(ValueError, match="k=5 neighbours.*only 4 points"):
         P.knn(torch.randn(1, 2, 3), torch.randn(1, 4, 3), 5)
+
+
+def test_bench_rows():
+    from tasks.points import bench
+    rows = bench.run(quick=True, mixers=("ff",), points=(128,))
+    assert [(r["task"], r["input"]) for r in rows] == [("pcls", "128 points, batch 8"), ("pseg", "128 points, batch 8")]
+    for r in rows:
+        assert r["shapes/s"] > 0 and r["grouping ms"] > 0 and r["tokenizer ms"] > 0 and r["tokens"] == 32

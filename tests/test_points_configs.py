@@ -100,3 +100,22 @@ def test_zoo_model_of_the_wrapper_is_what_zoo_load_builds():
     again.load_state_dict(inner.state_dict())
     x, c = torch.randn(2, 64, 3), torch.tensor([0, 1])
     torch.testing.assert_close(again.eval()(x, c), inner.eval()(x, c))
+
+
+def test_predict_one_pass_and_voting():
+    import torch
+    from mmengine.registry import MODELS
+
+    import tasks.points  # noqa: F401
+    torch.manual_seed(0)
+    x, labels = torch.randn(3, 64, 3), torch.tensor([0, 1, 2])
+    one = MODELS.build(dict(type="ZooPointClassifier", name="sa_vit_micro", num_classes=5, num_points=64, k=4)).eval()
+    with torch.no_grad():
+        out = one(x, dict(label=labels), mode="predict")
+        logits = one(x, mode="tensor")
+    assert [o["pred"] for o in out] == logits.argmax(-1).tolist() and [o["label"] for o in out] == [0, 1, 2]
+    one.vote = 4
+    with torch.no_grad():
+        voted = one(x, dict(label=labels), mode="predict")
+    for o in voted:
+        assert o["scores"].sum().item() == pytest.approx(1.0, abs=1e-5) and o["pred"] == o["scores"].argmax().item()
