@@ -69,7 +69,8 @@ def test_recipe_modules():
     neck, head, aux = model.neck, model.decode_head, model.auxiliary_head
     assert type(neck).__name__ == "MultiLevelNeck" and list(neck.scales) == [4, 2, 1, 0.5]
     assert list(neck.in_channels) == [384] * 4 and neck.out_channels == 384
-    assert type(head).__name__ == "UPerHead" and tuple(head.psp_modules.pool_scales) == (1, 2, 3, 6) and head.channels == 512
+    assert type(head).__name__ == "UPerHead" and head.channels == 512
+    assert tuple(head.psp_modules.pool_scales) == (1, 2, 3, 6)
     assert head.dropout_ratio == 0.1 and head.align_corners is False and list(head.in_index) == [0, 1, 2, 3]
     assert type(aux).__name__ == "FCNHead" and aux.channels == 256 and aux.in_index == 3
     assert aux.loss_decode.loss_weight == 0.4 and head.loss_decode.loss_weight == 1.0

@@ -27,9 +27,9 @@ class _CheckedFolders:
             raise FileNotFoundError(f"image folder not found: {img_dir} (expected the ADE20K layout "
                                     f"<data_root>/images/{{training,validation}}/*{self.img_suffix})")
         if not ann_dir or not osp.isdir(ann_dir):
-            raise FileNotFoundError(f"annotation folder not found: {ann_dir} (images are in {img_dir}; the ADE20K layout "
-                                    f"needs <data_root>/annotations/{{training,validation}}/*{self.seg_map_suffix} with "
-                                    f"one label map per image)")
+            raise FileNotFoundError(
+                f"annotation folder not found: {ann_dir} (images are in {img_dir}; the ADE20K layout needs "
+                f"<data_root>/annotations/{{training,validation}}/*{self.seg_map_suffix}, one label map per image)")
         data_list = super().load_data_list()
         if not data_list:
             raise FileNotFoundError(f"no *{self.img_suffix} images in {img_dir}")

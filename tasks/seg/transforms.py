@@ -31,7 +31,8 @@ class LoadCheckedAnnotations(LoadAnnotations):
         ori = results.get("ori_shape")
         if ori is not None and tuple(seg.shape[:2]) != tuple(ori[:2]):
             raise ValueError(f"{path}: label map is {seg.shape[1]}x{seg.shape[0]} (WxH) but its image "
-                             f"{results.get('img_path', '')} is {ori[1]}x{ori[0]}; a label map must have its image's size.")
+                             f"{results.get('img_path', '')} is {ori[1]}x{ori[0]}; a label map must have its image's "
+                             f"size.")
         if self.num_classes is not None:
             values = np.unique(seg)
             bad = values[(values >= self.num_classes) & (values != self.ignore_index)]

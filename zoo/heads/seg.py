@@ -317,7 +317,8 @@ def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_si
                     channels=channels, aux_channels=aux_channels, drop_path_rate=drop_path_rate, norm_type=norm_type,
                     test_cfg=test_cfg)
     cfg.pop("type")
-    with DefaultScope.overwrite_default_scope("mmseg"):  # sub-modules (data preprocessor, heads) live in mmseg's registry
+    # sub-modules (data preprocessor, heads) live in mmseg's registry
+    with DefaultScope.overwrite_default_scope("mmseg"):
         model = ZooEncoderDecoder(**cfg)
     # mmseg's head/neck init now, so the Runner's later call cannot reset loaded weights. mmengine logs one INFO
     # line per parameter when no log file is open; keep the console quiet.

@@ -15,10 +15,10 @@ optim_wrapper = dict(
             'cls_token': dict(decay_mult=0.),
             'norm': dict(decay_mult=0.),
         }))
-max_iters = 500
+max_iters = 1000
 param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-3, by_epoch=False, begin=0, end=50),
-    dict(type='PolyLR', eta_min=0.0, power=1.0, begin=50, end=max_iters, by_epoch=False),
+    dict(type='LinearLR', start_factor=1e-3, by_epoch=False, begin=0, end=100),
+    dict(type='PolyLR', eta_min=0.0, power=1.0, begin=100, end=max_iters, by_epoch=False),
 ]
 train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=max_iters)
 val_cfg = dict(type='ValLoop')
