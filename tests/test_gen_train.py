@@ -84,7 +84,8 @@ def test_train_resume_test_and_sample(fmnist_root, tmp_path, capsys):
     # tools/sample.py writes a PNG grid from the same checkpoint
     from PIL import Image
     out = tmp_path / "grid.png"
-    _tool("sample").main([CONFIG, str(work / "iter_4.pth"), "--n", "6", "--nrow", "3", "--out", str(out)])
+    _tool("sample").main([CONFIG, str(work / "iter_4.pth"), "--n", "6", "--nrow", "3", "--out", str(out),
+                      "--cfg-options", "model.z_dim=16"])
     img = Image.open(out)
     assert img.size == (3 * 34 + 2, 2 * 34 + 2) and img.mode == "L"
 

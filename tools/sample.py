@@ -48,6 +48,8 @@ def load_gan(args):
         import tasks.common  # noqa: F401  (safe checkpoint loader)
         import tasks.gen  # noqa: F401  (registers GANModel)
         cfg = Config.fromfile(args.config)
+        if args.cfg_options:
+            cfg.merge_from_dict(args.cfg_options)
         model = MODELS.build(cfg.model)
         if args.checkpoint_pos:
             load_checkpoint(model, args.checkpoint_pos, map_location="cpu", strict=True)
@@ -55,6 +57,11 @@ def load_gan(args):
     import zoo
     return zoo.load(args.model, task="gen", checkpoint=args.checkpoint, img_size=args.img_size,
                     out_chans=args.out_chans, z_dim=args.z_dim)
+
+
+def _dict_action():
+    from mmengine.config import DictAction
+    return DictAction
 
 
 def main(argv=None):
@@ -70,6 +77,7 @@ def main(argv=None):
     ap.add_argument("--nrow", type=int, default=8, help="images per row")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="samples.png")
+    ap.add_argument("--cfg-options", nargs="+", action=_dict_action(), help="override config entries (model.z_dim=64)")
     args = ap.parse_args(argv)
     if not args.config and not args.model:
         ap.error("give CONFIG [CHECKPOINT] or --model NAME")
