@@ -1,0 +1,148 @@
+"""A progress display for training, validation and testing (rank 0 only).
+
+On a terminal it redraws one status line in place::
+
+    train [##########..........] 1200/2400  50% | 812 img/s | loss 0.5321 | eta 0:01:28
+
+Elsewhere (logs, CI) it prints the same line every ``interval_s`` seconds and at the end of each phase, so a long
+run shows it is alive without flooding the log. The measured training throughput (images/s over the run, the
+first ``warmup`` iterations excluded) is stored in the message hub as ``train_images_per_s`` for tools to read.
+"""
+import sys
+import time
+
+from mmengine.dist import is_main_process
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+
+def _batch_size(data_batch):
+    """Images in a batch as collated by ``default_collate`` / ``pseudo_collate`` (a tensor or a list)."""
+    if isinstance(data_batch, dict):
+        inputs = data_batch.get("inputs")
+        if inputs is None and data_batch:
+            inputs = next(iter(data_batch.values()))
+    else:
+        inputs = data_batch
+    if isinstance(inputs, dict):  # e.g. multi-modal inputs
+        inputs = next(iter(inputs.values()))
+    return len(inputs) if hasattr(inputs, "__len__") else 0
+
+
+def _fmt_eta(seconds):
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+@HOOKS.register_module()
+class ProgressHook(Hook):
+    """Show progress of training, validation and testing.
+
+    Args:
+        interval_s: Seconds between printed lines when the output is not a terminal.
+        width: Characters of the bar.
+        warmup: Training iterations left out of the throughput (first iterations pay for start-up).
+        stream: Where to write (default ``sys.stderr``).
+    """
+
+    priority = "VERY_LOW"
+
+    def __init__(self, interval_s=30.0, width=20, warmup=5, stream=None):
+        self.interval_s = interval_s
+        self.width = width
+        self.warmup = warmup
+        self.stream = stream
+        self._phase = None
+
+    # -- drawing ----------------------------------------------------------------------------------------------
+    @property
+    def _out(self):
+        return self.stream or sys.stderr
+
+    def _start(self, phase, total):
+        self._phase, self._total, self._done, self._images = phase, total, 0, 0
+        self._t0 = self._last_print = time.perf_counter()
+        self._tty = hasattr(self._out, "isatty") and self._out.isatty()
+
+    def _line(self, extra=""):
+        frac = self._done / self._total if self._total else 0.0
+        filled = int(round(frac * self.width))
+        elapsed = time.perf_counter() - self._t0
+        eta = elapsed / self._done * (self._total - self._done) if self._done else 0.0
+        rate = self._images / elapsed if elapsed > 0 else 0.0
+        return (f"{self._phase} [{'#' * filled}{'.' * (self.width - filled)}] {self._done}/{self._total} "
+                f"{100 * frac:3.0f}% | {rate:.0f} img/s{extra} | eta {_fmt_eta(eta)}")
+
+    def _show(self, extra="", final=False):
+        if not is_main_process():
+            return
+        now = time.perf_counter()
+        if self._tty:
+            self._out.write("\r" + self._line(extra) + ("\n" if final else ""))
+            self._out.flush()
+        elif final or now - self._last_print >= self.interval_s:
+            self._out.write(self._line(extra) + "\n")
+            self._out.flush()
+            self._last_print = now
+
+    # -- training -------------------------------------------------------------------------------------------------
+    def before_train(self, runner):
+        self._start("train", runner.max_iters)
+        self._done = runner.iter  # resumed runs start part-way
+        self._start_iter = runner.iter
+        self._rate_t0, self._rate_images, self._paused = None, 0, 0.0
+        if self.warmup <= 0:
+            self._rate_t0 = time.perf_counter()
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        n = _batch_size(data_batch)
+        self._done = runner.iter + 1
+        self._images += n
+        if runner.iter + 1 - self._start_iter == self.warmup:
+            self._rate_t0, self._rate_images, self._paused = time.perf_counter(), 0, 0.0
+        elif self._rate_t0 is not None:
+            self._rate_images += n
+            rate = self._rate_images / max(time.perf_counter() - self._rate_t0 - self._paused, 1e-9)
+            runner.message_hub.update_info("train_images_per_s", rate)
+        loss = (outputs or {}).get("loss")
+        if loss is not None and hasattr(loss, "detach"):
+            loss = loss.detach()
+        extra = f" | loss {float(loss):.4f}" if loss is not None else ""
+        self._show(extra, final=self._done == self._total)
+
+    # -- evaluation ------------------------------------------------------------------------------------------------
+    def _eval_start(self, runner, phase, loop):
+        self._saved = (self._phase, getattr(self, "_total", 0), getattr(self, "_done", 0),
+                       getattr(self, "_images", 0), getattr(self, "_t0", 0.0))
+        self._eval_t0 = time.perf_counter()
+        self._start(phase, len(loop.dataloader))
+
+    def _eval_end(self):
+        self._show(final=True)
+        phase, self._total, self._done, self._images, t0 = self._saved
+        spent = time.perf_counter() - self._eval_t0
+        self._paused = getattr(self, "_paused", 0.0) + spent  # validation time is left out of the throughput
+        self._t0 = t0 + spent  # the training rate/eta exclude the evaluation time
+        self._phase = phase
+
+    def before_val_epoch(self, runner):
+        self._eval_start(runner, "val", runner.val_loop)
+
+    def after_val_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        self._done = batch_idx + 1
+        self._images += _batch_size(data_batch)
+        self._show()
+
+    def after_val_epoch(self, runner, metrics=None):
+        self._eval_end()
+
+    def before_test_epoch(self, runner):
+        self._eval_start(runner, "test", runner.test_loop)
+
+    def after_test_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        self._done = batch_idx + 1
+        self._images += _batch_size(data_batch)
+        self._show()
+
+    def after_test_epoch(self, runner, metrics=None):
+        self._eval_end()
