@@ -158,7 +158,8 @@ def chair(g):
     w, d, sh, bh, t = g.uniform(0.8, 1.1), g.uniform(0.8, 1.0), g.uniform(0.7, 0.9), g.uniform(0.8, 1.2), 0.08
     parts = {13: [place(box(w, t, d), (0, sh, 0))],
              12: [place(box(w, bh, t), (0, sh + bh / 2, -d / 2 + t / 2), rot(0, g.uniform(-0.2, 0.0)))],
-             14: [place(box(t, sh, t), (sx * (w / 2 - t), sh / 2, sz * (d / 2 - t))) for sx in (-1, 1) for sz in (-1, 1)]}
+             14: [place(box(t, sh, t), (sx * (w / 2 - t), sh / 2, sz * (d / 2 - t)))
+                  for sx in (-1, 1) for sz in (-1, 1)]}
     if g.random() < 0.5:
         parts[15] = [place(box(t, t, d * 0.8), (sx * (w / 2 + t / 2), sh + 0.3, 0)) for sx in (-1, 1)]
     return parts
