@@ -39,6 +39,26 @@ class GANDataPreprocessor(BaseDataPreprocessor):
         return out
 
 
+_WRAPPED = ("generator", "discriminator")
+
+
+def _unwrap_keys(module, state_dict, prefix, local_metadata):
+    for name in _WRAPPED:
+        if is_model_wrapper(module._modules.get(name)):
+            old = f"{prefix}{name}.module."
+            for k in [k for k in state_dict if k.startswith(old)]:
+                state_dict[f"{prefix}{name}.{k[len(old):]}"] = state_dict.pop(k)
+    return state_dict
+
+
+def _wrap_keys(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+    for name in _WRAPPED:
+        if is_model_wrapper(module._modules.get(name)):
+            old, wrapped = f"{prefix}{name}.", f"{prefix}{name}.module."
+            for k in [k for k in state_dict if k.startswith(old) and not k.startswith(wrapped)]:
+                state_dict[wrapped + k[len(old):]] = state_dict.pop(k)
+
+
 @MODELS.register_module()
 class GANModel(BaseModel):
     """A zoo GAN (``zoo.load(name, task='gen')``) trained with the hinge loss.
@@ -73,6 +93,10 @@ class GANModel(BaseModel):
             raise ValueError(f"d_steps must be >= 1, got {d_steps}")
         self.register_buffer("ema_steps", torch.zeros((), dtype=torch.long))
         self._local_iter = 0
+        # Under GANSeparateDistributedDataParallel G and D become DDP wrappers (keys ``generator.module.*``);
+        # checkpoints keep the plain keys either way, so DDP and single-process runs load each other's files.
+        self._register_state_dict_hook(_unwrap_keys)
+        self._register_load_state_dict_pre_hook(_wrap_keys, with_module=True)
 
     @property
     def zoo_model(self):
