@@ -1,10 +1,10 @@
-# Short iteration-based schedule for micro models on Fashion-MNIST (batch 128 on one process):
-# AdamW lr 1e-3, weight decay 0.05 (none on norms, biases, pos_embed, cls_token), linear warm-up over the first
-# 10% of the iterations, cosine to 1e-5. Leaf configs set max_iters (and the cosine `end`/`T_max` through it).
+# The demo budget for micro models on Fashion-MNIST: 300 iterations at batch 128 (38,400 images, ~0.7 epoch),
+# about a minute per model on 2 CPU cores. AdamW lr 1e-3, weight decay 0.05 (none on norms, biases, pos_embed,
+# cls_token), linear warm-up over 30 iterations, cosine to 1e-5; one validation at the end.
 _base_ = ['../../../_base_/default_runtime.py']
 
-max_iters = 1000
-warmup_iters = 100
+max_iters = 300
+warmup_iters = 30
 optim_wrapper = dict(
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.05),
@@ -23,6 +23,6 @@ auto_scale_lr = dict(enable=False, base_batch_size=128)
 
 default_hooks = dict(
     logger=dict(interval=50),
-    checkpoint=dict(by_epoch=False, interval=max_iters, max_keep_ckpts=2),
+    checkpoint=dict(by_epoch=False, interval=100, max_keep_ckpts=2),
 )
 log_processor = dict(by_epoch=False)
