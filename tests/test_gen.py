@@ -313,3 +313,32 @@ def test_eval_samples_are_seeded_per_index():
     assert len(a) == 4 and a[0]["real"].min() == -1
     assert torch.allclose(a[2]["fake"], b[0]["fake"], atol=1e-6) and torch.allclose(a[3]["fake"], b[1]["fake"],
                                                                                       atol=1e-6)
+
+
+def test_inception_feature_net_needs_its_weights_file():
+    from tasks.gen.feature_nets import build_feature_net
+    with pytest.raises(FileNotFoundError, match="pt_inception-2015-12-05"):
+        build_feature_net(dict(type="inception-v3", weights="/nonexistent/pt_inception.pth"))
+    with pytest.raises(ValueError, match="unknown feature network"):
+        build_feature_net("vgg")
+
+
+def test_gen_configs_parse_and_name_registered_models():
+    import glob
+    import os
+    from mmengine.config import Config
+    from mmengine.registry import MODELS
+    import tasks.gen  # noqa: F401
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = sorted(glob.glob(os.path.join(root, "configs/gen/*.py")))
+    assert len(paths) == 12
+    for path in paths:
+        cfg = Config.fromfile(path)
+        mixer, size = os.path.basename(path).split("_")[1].split("-vit-")
+        assert cfg.model.name == f"{mixer}_vit_{size}"
+        assert cfg.model.out_chans == (3 if "cifar10" in path else 1)
+        assert cfg.optim_wrapper.generator.optimizer.lr == 1e-4 and cfg.optim_wrapper.discriminator.optimizer.lr == 4e-4
+        assert cfg.test_evaluator.type == "GenMetric"
+        if size == "micro":
+            model = MODELS.build(cfg.model)
+            assert model.zoo_model.zoo_config["name"] == cfg.model.name

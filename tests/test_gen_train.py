@@ -92,17 +92,20 @@ def test_train_resume_test_and_sample(fmnist_root, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_short_training_lowers_fid_on_fashion_mnist(tmp_path):
-    """300 iterations of the micro effa GAN on the real Fashion-MNIST lower FID(fmnist-clf) (1,000 test images)."""
+    """150 iterations of the micro effa GAN on the real Fashion-MNIST lower FID(fmnist-clf) (1,000 test images).
+
+    (Measured: the sa GAN went from 261 to 80 on 2,000 test images after 123 iterations, docs/generation.md.)
+    """
     from tasks.gen.datasets import FMNIST_ROOT
     if not os.path.exists(FMNIST_ROOT):
         pytest.skip("dataset-fashion-mnist is not installed")
-    opts = ["train_dataloader.batch_size=32", "train_cfg.max_iters=300", "train_cfg.val_interval=100000",
-            "default_hooks.checkpoint.interval=300", "val_dataloader.dataset.max_samples=1000",
+    opts = ["train_dataloader.batch_size=32", "train_cfg.max_iters=150", "train_cfg.val_interval=100000",
+            "default_hooks.checkpoint.interval=150", "val_dataloader.dataset.max_samples=1000",
             "test_dataloader.dataset.max_samples=1000"]
     test_tool = _tool("test")
     work = tmp_path / "w"
     _tool("train").main([CONFIG, "--work-dir", str(work), "--cfg-options", *opts])
-    trained = test_tool.main([CONFIG, str(work / "iter_300.pth"), "--work-dir", str(tmp_path / "t"),
+    trained = test_tool.main([CONFIG, str(work / "iter_150.pth"), "--work-dir", str(tmp_path / "t"),
                               "--cfg-options", *opts])["FID(fmnist-clf)"]
     # the untrained generator: the same config's model with its initial weights
     from mmengine.config import Config
@@ -114,7 +117,7 @@ def test_short_training_lowers_fid_on_fashion_mnist(tmp_path):
     save_checkpoint(model.state_dict(), str(tmp_path / "init.pth"))
     untrained = test_tool.main([CONFIG, str(tmp_path / "init.pth"), "--work-dir", str(tmp_path / "t0"),
                                 "--cfg-options", *opts])["FID(fmnist-clf)"]
-    assert trained < 0.7 * untrained, (trained, untrained)
+    assert trained < 0.6 * untrained, (trained, untrained)
 
 
 def test_two_process_cpu_ddp_checkpoint_loads_in_one_process(fmnist_root, tmp_path):

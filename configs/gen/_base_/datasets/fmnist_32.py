@@ -18,5 +18,5 @@ val_dataloader = dict(
     dataset=dict(type=dataset_type, data_root=data_root, split='test'),
 )
 test_dataloader = val_dataloader
-val_evaluator = dict(type='GenMetric', feature_net='fmnist-clf', scores=['FID', 'KID', 'IS'])
+val_evaluator = dict(type='GenMetric', feature_net=dict(type='fmnist-clf'), scores=['FID', 'KID', 'IS'])
 test_evaluator = val_evaluator
