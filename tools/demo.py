@@ -2,7 +2,9 @@
 
 Each mixer trains through its config (``configs/cls/{mixer}-vit-micro-p4_1xb128-300it_fmnist-28.py``) and
 mmengine's Runner, exactly as ``tools/train.py`` would, then is tested on the 10,000 t10k images. The table shows
-top-1 / top-5 on t10k and the training throughput (images/s, the first iterations excluded)::
+top-1 / top-5 on t10k and the training throughput, the first iterations excluded: images per second of wall time,
+and images per second of the process's CPU time (all threads), which other jobs on a shared machine disturb much
+less::
 
     python tools/demo.py                       # all four mixers, the configs' budget (300 iterations each)
     python tools/demo.py --mixers sa ff --iters 100
@@ -73,9 +75,11 @@ def main(argv=None):
         rows.append(dict(mixer=mixer, model=cfg.model.name, params=sum(p.numel() for p in model.parameters()),
                          iters=iters, train_s=round(train_s, 1),
                          images_per_s=round(float(runner.message_hub.get_info("train_images_per_s", 0.0)), 1),
+                         images_per_cpu_s=round(float(runner.message_hub.get_info("train_images_per_cpu_s", 0.0)), 1),
                          top1=round(metrics["top1"], 2), top5=round(metrics["top5"], 2)))
-    header = ("mixer", "model", "params", "iters", "train s", "train img/s", "t10k top-1 %", "t10k top-5 %")
-    keys = ("mixer", "model", "params", "iters", "train_s", "images_per_s", "top1", "top5")
+    header = ("mixer", "model", "params", "iters", "train s", "train img/s", "train img/CPU-s", "t10k top-1 %",
+              "t10k top-5 %")
+    keys = ("mixer", "model", "params", "iters", "train_s", "images_per_s", "images_per_cpu_s", "top1", "top5")
     table = [header] + [tuple(str(r[k]) for k in keys) for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in table]

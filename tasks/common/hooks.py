@@ -6,7 +6,9 @@ On a terminal it redraws one status line in place::
 
 Elsewhere (logs, CI) it prints the same line every ``interval_s`` seconds and at the end of each phase, so a long
 run shows it is alive without flooding the log. The measured training throughput (images/s over the run, the
-first ``warmup`` iterations excluded) is stored in the message hub as ``train_images_per_s`` for tools to read.
+first ``warmup`` iterations excluded) is stored in the message hub as ``train_images_per_s`` for tools to read, with
+``train_images_per_cpu_s`` (images per second of this process's CPU time, all threads): on a shared machine the
+wall-clock rate depends on the other jobs, the CPU-time rate much less.
 """
 import sys
 import time
@@ -90,9 +92,9 @@ class ProgressHook(Hook):
         self._start("train", runner.max_iters)
         self._done = runner.iter  # resumed runs start part-way
         self._start_iter = runner.iter
-        self._rate_t0, self._rate_images, self._paused = None, 0, 0.0
+        self._rate_t0, self._rate_images, self._paused, self._cpu_paused = None, 0, 0.0, 0.0
         if self.warmup <= 0:
-            self._rate_t0 = time.perf_counter()
+            self._rate_t0, self._cpu_t0 = time.perf_counter(), time.process_time()
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
         n = _batch_size(data_batch)
@@ -100,10 +102,13 @@ class ProgressHook(Hook):
         self._images += n
         if runner.iter + 1 - self._start_iter == self.warmup:
             self._rate_t0, self._rate_images, self._paused = time.perf_counter(), 0, 0.0
+            self._cpu_t0, self._cpu_paused = time.process_time(), 0.0
         elif self._rate_t0 is not None:
             self._rate_images += n
             rate = self._rate_images / max(time.perf_counter() - self._rate_t0 - self._paused, 1e-9)
+            cpu_rate = self._rate_images / max(time.process_time() - self._cpu_t0 - self._cpu_paused, 1e-9)
             runner.message_hub.update_info("train_images_per_s", rate)
+            runner.message_hub.update_info("train_images_per_cpu_s", cpu_rate)
         loss = (outputs or {}).get("loss")
         if loss is not None and hasattr(loss, "detach"):
             loss = loss.detach()
@@ -114,7 +119,7 @@ class ProgressHook(Hook):
     def _eval_start(self, runner, phase, loop):
         self._saved = (self._phase, getattr(self, "_total", 0), getattr(self, "_done", 0),
                        getattr(self, "_images", 0), getattr(self, "_t0", 0.0))
-        self._eval_t0 = time.perf_counter()
+        self._eval_t0, self._eval_cpu_t0 = time.perf_counter(), time.process_time()
         self._start(phase, len(loop.dataloader))
 
     def _eval_end(self):
@@ -122,6 +127,7 @@ class ProgressHook(Hook):
         phase, self._total, self._done, self._images, t0 = self._saved
         spent = time.perf_counter() - self._eval_t0
         self._paused = getattr(self, "_paused", 0.0) + spent  # validation time is left out of the throughput
+        self._cpu_paused = getattr(self, "_cpu_paused", 0.0) + time.process_time() - self._eval_cpu_t0
         self._t0 = t0 + spent  # the training rate/eta exclude the evaluation time
         self._phase = phase
 
