@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MICRO_CONFIG = ROOT / "configs/cls/sa-vit-micro-p4_1xb128-300it_fmnist-28.py"
 
 
-# -- files in the real formats, written independently of the code under test ----------------------------------------
+# -- files in the real formats, written independently of the code under test -------------------------------------------
 def write_idx(path, array, magic):
     """IDX: big-endian int32 magic, big-endian int32 sizes, then uint8 data; gzip if the name ends in .gz."""
     array = np.ascontiguousarray(array, dtype=np.uint8)
@@ -71,7 +71,8 @@ default_hooks = dict(checkpoint=dict(interval={max_iters}), logger=dict(interval
 
 
 def run_tool(args, cwd, env_extra=None, timeout=300):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.update(env_extra or {})
     return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
@@ -118,7 +119,7 @@ def test_fashion_mnist_missing_files_name_path(tmp_path):
         cls.FashionMNIST(data_root=str(tmp_path), split="train")
 
 
-# -- ImageFolder + transforms -------------------------------------------------------------------------------------------
+# -- ImageFolder + transforms ------------------------------------------------------------------------------------------
 def test_image_folder_layout_and_pipeline(tmp_path):
     colors = {"cat": (255, 0, 0), "dog": (0, 128, 255)}
     for name, rgb in colors.items():
@@ -166,7 +167,7 @@ def test_random_resized_crop_output_size():
         assert cls.ClsRandomResizedCrop(size=32)(dict(img=img))["img"].shape == (32, 32, 3)
 
 
-# -- metric -------------------------------------------------------------------------------------------------------------
+# -- metric ------------------------------------------------------------------------------------------------------------
 def test_topk_accuracy_hand_computed():
     # 4 images, 6 classes. Ranks of the true label: 1st, 3rd, 6th, 5th -> top-1 1/4, top-5 3/4.
     scores = torch.tensor([[0.9, 0.05, 0.02, 0.01, 0.01, 0.01],   # label 0 ranked 1
@@ -181,7 +182,7 @@ def test_topk_accuracy_hand_computed():
     assert out == pytest.approx({"top1": 25.0, "top2": 25.0, "top5": 75.0})
 
 
-# -- model wrapper ------------------------------------------------------------------------------------------------------
+# -- model wrapper -----------------------------------------------------------------------------------------------------
 def test_zoo_classifier_modes_and_zoo_model():
     torch.manual_seed(0)
     model = cls.ZooClassifier(name="effa_vit_micro", num_classes=10, img_size=28, in_chans=1, patch_size=4)
@@ -208,7 +209,7 @@ def test_mixup_soft_target_loss():
     assert loss.ndim == 0 and torch.isfinite(loss)
 
 
-# -- checkpoints: no arbitrary unpickling -------------------------------------------------------------------------------
+# -- checkpoints: no arbitrary unpickling ------------------------------------------------------------------------------
 class _Payload:
     def __init__(self, marker):
         self.marker = marker
@@ -256,7 +257,7 @@ def test_tta_without_tta_model_is_a_clear_error():
     assert cfg.test_dataloader.dataset.pipeline == [dict(type="PackClsInputs")]
 
 
-# -- tools/train.py + tools/test.py end to end ---------------------------------------------------------------------------
+# -- tools/train.py + tools/test.py end to end -------------------------------------------------------------------------
 def test_train_then_test_end_to_end(tmp_path):
     data = write_fmnist(tmp_path / "fmnist")
     cfg = tiny_config(tmp_path, tmp_path / "fmnist", name="ea_vit_micro", max_iters=3)
@@ -272,9 +273,17 @@ def test_train_then_test_end_to_end(tmp_path):
     assert "test [" in r.stderr
     metrics = json.loads(out.read_text())["metrics"]
 
+    # mmengine's loader (as Runner.resume uses it) reads its own checkpoint under the weights-only allowlist.
+    from mmengine.runner.checkpoint import _load_checkpoint
+    full = torch.load(ckpt, map_location="cpu", weights_only=False)  # written by this test
+    safe = _load_checkpoint(str(ckpt), map_location="cpu")
+    assert safe["meta"]["iter"] == 3
+    assert safe["message_hub"]["log_scalars"].keys() == full["message_hub"]["log_scalars"].keys()
+    assert all(torch.equal(safe["state_dict"][k], v) for k, v in full["state_dict"].items())
+
     # Independent evaluation: the trained weights in a fresh zoo model, accuracy counted by hand.
     import zoo
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]  # written by this test
+    state = full["state_dict"]
     net = zoo.load("ea_vit_micro", num_classes=10, img_size=28, in_chans=1, patch_size=4)
     net.load_state_dict({k[len("classifier."):]: v for k, v in state.items()})
     net.eval()

@@ -25,7 +25,7 @@ def parse_args(argv=None):
     parser.add_argument("config", help="config file path")
     parser.add_argument("--work-dir", help="where logs and checkpoints go (default: ./work_dirs/<config name>)")
     parser.add_argument("--resume", nargs="?", const="auto", default=None, metavar="CHECKPOINT",
-                        help="resume training: from the latest checkpoint in the work dir (no value) or from CHECKPOINT")
+                        help="resume training from the work dir's latest checkpoint (no value) or from CHECKPOINT")
     parser.add_argument("--amp", action="store_true",
                         help="mixed precision (float16 with loss scaling on CUDA, bfloat16 autocast on CPU)")
     parser.add_argument("--auto-scale-lr", action="store_true",

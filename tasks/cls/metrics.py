@@ -19,7 +19,7 @@ class TopKAccuracy(BaseMetric):
         prefix: Optional prefix of the result keys.
     """
 
-    default_prefix = None
+    default_prefix = ""  # keys stay ``top1``/``top5`` (an empty prefix also silences mmengine's "no prefix" warning)
 
     def __init__(self, topk=(1, 5), collect_device="cpu", prefix=None):
         super().__init__(collect_device=collect_device, prefix=prefix)

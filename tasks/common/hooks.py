@@ -62,7 +62,7 @@ class ProgressHook(Hook):
         return self.stream or sys.stderr
 
     def _start(self, phase, total):
-        self._phase, self._total, self._done, self._images = phase, total, 0, 0
+        self._phase, self._total, self._done, self._images, self._first = phase, total, 0, 0, 0
         self._t0 = self._last_print = time.perf_counter()
         self._tty = hasattr(self._out, "isatty") and self._out.isatty()
 
@@ -70,7 +70,8 @@ class ProgressHook(Hook):
         frac = self._done / self._total if self._total else 0.0
         filled = int(round(frac * self.width))
         elapsed = time.perf_counter() - self._t0
-        eta = elapsed / self._done * (self._total - self._done) if self._done else 0.0
+        done_here = self._done - self._first  # a resumed run starts part-way
+        eta = elapsed / done_here * (self._total - self._done) if done_here > 0 else 0.0
         rate = self._images / elapsed if elapsed > 0 else 0.0
         return (f"{self._phase} [{'#' * filled}{'.' * (self.width - filled)}] {self._done}/{self._total} "
                 f"{100 * frac:3.0f}% | {rate:.0f} img/s{extra} | eta {_fmt_eta(eta)}")
@@ -90,8 +91,7 @@ class ProgressHook(Hook):
     # -- training -------------------------------------------------------------------------------------------------
     def before_train(self, runner):
         self._start("train", runner.max_iters)
-        self._done = runner.iter  # resumed runs start part-way
-        self._start_iter = runner.iter
+        self._done = self._first = self._start_iter = runner.iter  # resumed runs start part-way
         self._rate_t0, self._rate_images, self._paused, self._cpu_paused = None, 0, 0.0, 0.0
         if self.warmup <= 0:
             self._rate_t0, self._cpu_t0 = time.perf_counter(), time.process_time()
@@ -118,13 +118,13 @@ class ProgressHook(Hook):
     # -- evaluation ------------------------------------------------------------------------------------------------
     def _eval_start(self, runner, phase, loop):
         self._saved = (self._phase, getattr(self, "_total", 0), getattr(self, "_done", 0),
-                       getattr(self, "_images", 0), getattr(self, "_t0", 0.0))
+                       getattr(self, "_images", 0), getattr(self, "_t0", 0.0), getattr(self, "_first", 0))
         self._eval_t0, self._eval_cpu_t0 = time.perf_counter(), time.process_time()
         self._start(phase, len(loop.dataloader))
 
     def _eval_end(self):
         self._show(final=True)
-        phase, self._total, self._done, self._images, t0 = self._saved
+        phase, self._total, self._done, self._images, t0, self._first = self._saved
         spent = time.perf_counter() - self._eval_t0
         self._paused = getattr(self, "_paused", 0.0) + spent  # validation time is left out of the throughput
         self._cpu_paused = getattr(self, "_cpu_paused", 0.0) + time.process_time() - self._eval_cpu_t0
