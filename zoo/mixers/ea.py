@@ -6,13 +6,25 @@ https://arxiv.org/abs/2105.02358 -- the multi-head form of the paper's EAMLP.
 Two small learnable memories shared by all heads replace the keys and values: M_k = ``linear_0`` (d -> S) and
 M_v = ``linear_1`` (S -> d). The attention map is normalised twice: softmax over the token axis N, then an l1
 normalisation over the memory axis S. There is no 1/sqrt(d) scaling. Cost is linear in N.
+
+The forward computes exactly this, arranged for speed (``forward_reference`` is the step-by-step form):
+
+- M_k is a per-head linear map after ``trans_dims``, so the two fold into one (4h*S x C) matrix, and M_v folds
+  into ``proj`` the same way: two GEMMs per token instead of four, and no (B, N, 4C) intermediate.
+- Tokens are processed in blocks of ``chunk_tokens``: each block's logits are exponentiated once against the block's
+  own max, and the softmax over all N tokens is finished with per-block rescaling factors (the log-sum-exp merge), so
+  the (block x 4h*S) working set stays in cache and the cost stays linear in N for long sequences.
 """
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 class ExternalAttention(nn.Module):
     """Multi-head external attention (EAMLP layout: ``trans_dims``, ``linear_0``, ``linear_1``, ``proj``).
+
+    Forward hooks on the sub-layers (e.g. on ``linear_1`` to read the attention map) are honoured: when one is
+    registered the step-by-step ``forward_reference`` runs, so the hook sees the (B, 4h, N, S) map.
 
     Args:
         dim: Channel width C.
@@ -41,7 +53,66 @@ class ExternalAttention(nn.Module):
         self.proj = nn.Linear(dim * expansion, dim)
         self.proj_drop = nn.Dropout(proj_drop)
 
+    # Tokens per block of the fused forward: a (block x 4h*S) float32 block of a few MB stays in cache.
+    chunk_tokens = 512
+
+    def _hooked(self):
+        return any(m._forward_hooks or m._forward_pre_hooks
+                   for m in (self.trans_dims, self.linear_0, self.linear_1, self.proj))
+
+    def folded_weights(self):
+        """M_k folded into ``trans_dims`` and M_v into ``proj``.
+
+        Returns:
+            ``(Wa (4h*S, C), ba (4h*S,), Wb (C, 4h*S), bb (C,))`` with logits = x Wa^T + ba (per head and slot) and
+            output = attn Wb^T + bb, where attn is the (N, 4h*S) doubly-normalised map.
+        """
+        H = self.num_heads
+        S, d = self.linear_0.weight.shape
+        C = self.proj.out_features
+        w0, w1 = self.linear_0.weight, self.linear_1.weight  # (S, d), (d, S)
+        # one (S x d) @ (d x C) product per head, written straight into the (4h, S, C) layout
+        wa = torch.bmm(w0.expand(H, S, d), self.trans_dims.weight.view(H, d, C)).view(H * S, C)
+        ba = (self.trans_dims.bias.view(H, d) @ w0.t() + self.linear_0.bias).reshape(H * S)
+        wp = self.proj.weight.view(C, H, d)
+        wb = (wp.reshape(C * H, d) @ w1).view(C, H * S)  # (C*4h, S): proj's per-head blocks times M_v
+        bb = self.proj.bias + wp.sum(dim=1) @ self.linear_1.bias  # M_v's bias reaches every head alike
+        return wa, ba, wb, bb
+
     def forward(self, x, hw=None):
+        if self._hooked():
+            return self.forward_reference(x, hw)
+        B, N, _ = x.shape
+        H, S, T = self.num_heads, self.linear_0.out_features, self.chunk_tokens
+        wa, ba, wb, bb = self.folded_weights()
+        # Pass 1, per token block: logits (B, t, 4h*S), their max over the block's tokens (a constant shift that
+        # softmax ignores, hence detached) and exp(logits - max) with its sum over the block's tokens.
+        exps, maxes, sums = [], [], []
+        for i in range(0, N, T):
+            z = F.linear(x[:, i:i + T], wa, ba)  # (B, t, 4h*S)
+            zmax = z.detach().amax(dim=1, keepdim=True)  # (B, 1, 4h*S)
+            e = (z - zmax).exp_()
+            exps.append(e)
+            maxes.append(zmax)
+            sums.append(e.sum(dim=1, keepdim=True))
+        # Softmax over all N tokens: block b's exps are scaled by exp(max_b - max) / sum over blocks.
+        if len(exps) == 1:
+            scales = [1.0 / sums[0]]
+        else:
+            maxes = torch.stack(maxes)  # (blocks, B, 1, 4h*S)
+            w = (maxes - maxes.amax(dim=0)).exp()
+            scales = (w / (torch.stack(sums) * w).sum(dim=0)).unbind(0)
+        # Pass 2, per block: finish the softmax over tokens, l1 over memory slots, project.
+        out = []
+        for e, scale in zip(exps, scales):
+            attn = (e * scale).view(B, -1, H, S)  # (B, t, 4h, S), softmax over tokens
+            attn = attn / (attn.sum(dim=-1, keepdim=True) + 1e-9)  # l1 over memory slots
+            attn = self.attn_drop(attn).view(B, -1, H * S)
+            out.append(F.linear(attn, wb, bb))  # (B, t, C)
+        return self.proj_drop(torch.cat(out, dim=1) if len(out) > 1 else out[0])
+
+    def forward_reference(self, x, hw=None):
+        """The step-by-step form (same result as ``forward``): trans_dims, M_k, double normalisation, M_v, proj."""
         B, N, _ = x.shape
         x = self.trans_dims(x).view(B, N, self.num_heads, -1).transpose(1, 2)  # (B, 4h, N, d)
         attn = self.linear_0(x).softmax(dim=-2)  # (B, 4h, N, S), softmax over tokens
