@@ -182,7 +182,7 @@ class Discriminator(nn.Module):
         self.stages = nn.Sequential(*stages)
         self.fc = nn.Linear(ch, 1)
         # SN on the trunk's linear layers too: the discriminator is kept (approximately) 1-Lipschitz per layer.
-        for name, m in list(self.named_modules()):
+        for m in list(self.modules()):
             if isinstance(m, (nn.Linear, nn.Conv2d)) and not hasattr(m, "parametrizations"):
                 spectral_norm(m)
 
