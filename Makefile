@@ -14,7 +14,7 @@ setup: $(STAMP) data
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[train,test]'
+	$(BIN)/pip install -q -e '.[train,test,bench]'
 	touch $(STAMP)
 
 data:
