@@ -136,8 +136,8 @@ def test_image_folder_layout_and_pipeline(tmp_path):
     assert out["inputs"].shape == (3, 16, 16) and out["inputs"].dtype == torch.float32
     expected = (torch.tensor(colors["dog"], dtype=torch.float32) - 100.0) / 50.0  # a flat image stays flat
     torch.testing.assert_close(out["inputs"][:, 8, 8], expected)
+    (tmp_path / "empty" / "a").mkdir(parents=True)
     with pytest.raises(FileNotFoundError, match="no images"):
-        (tmp_path / "empty" / "a").mkdir(parents=True)
         cls.ImageFolder(data_root=str(tmp_path / "empty"))
     with pytest.raises(FileNotFoundError, match=str(tmp_path / "absent")):
         cls.ImageFolder(data_root=str(tmp_path / "absent"))
