@@ -242,7 +242,8 @@ def test_strict_errors_name_missing_and_unexpected_keys(deit, tmp_path):
 def test_head_mismatch_is_an_error_unless_drop_head(tmp_path):
     ref = _randomize(RefDeiT(classes=1000), seed=4)
     path = _save(ref.state_dict(), tmp_path / "in1k.pth", wrap="model")
-    with pytest.raises(CheckpointError, match=r"head\.weight: checkpoint \(1000, 192\) vs model \(10, 192\)(.|\n)*drop_head"):
+    msg = r"head\.weight: checkpoint \(1000, 192\) vs model \(10, 192\)(.|\n)*drop_head"
+    with pytest.raises(CheckpointError, match=msg):
         zoo.load("sa_vit_tiny", num_classes=CLASSES, img_size=IMG, checkpoint=path)
     model = zoo.load("sa_vit_tiny", num_classes=CLASSES, img_size=IMG).eval()
     head_before = model.head.weight.detach().clone()

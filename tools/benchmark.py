@@ -481,7 +481,8 @@ def main(argv=None):
         return 0
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     meta = dict(torch=torch.__version__, threads=args.threads, cpu=platform.processor() or platform.machine(),
-                cores=os.cpu_count(), loadavg_start=load, command=" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+                cores=os.cpu_count(), loadavg_start=load,
+                command=" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
                 utc=time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()))
     meta["title"] = (f"zoo benchmark {meta['utc']} UTC, torch {meta['torch']}, {args.threads} threads, "
                      f"load {load[0]:.1f}" if load else "")

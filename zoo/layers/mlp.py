@@ -1,6 +1,8 @@
 """Channel MLP and stochastic depth."""
 import torch.nn as nn
 
+from .linear import onednn_linear, onednn_ready
+
 
 class Mlp(nn.Module):
     """Linear -> GELU (exact) -> Dropout -> Linear -> Dropout (timm names ``fc1``, ``fc2``)."""
@@ -14,6 +16,9 @@ class Mlp(nn.Module):
         self.drop = nn.Dropout(drop)
 
     def forward(self, x):
+        if getattr(self.act, "approximate", None) == "none" and onednn_ready(x, self.fc1, self.act, self.fc2):
+            x = onednn_linear(x, self.fc1.weight, self.fc1.bias, gelu=True)  # fc1 and GELU fused (CPU inference)
+            return self.drop(onednn_linear(self.drop(x), self.fc2.weight, self.fc2.bias))
         return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
 
 

@@ -17,14 +17,16 @@ The forward computes exactly this, arranged for speed (``forward_reference`` is 
 """
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+from ..layers.linear import linear, onednn_ready, plain
 
 
 class ExternalAttention(nn.Module):
     """Multi-head external attention (EAMLP layout: ``trans_dims``, ``linear_0``, ``linear_1``, ``proj``).
 
     Forward hooks on the sub-layers (e.g. on ``linear_1`` to read the attention map) are honoured: when one is
-    registered the step-by-step ``forward_reference`` runs, so the hook sees the (B, 4h, N, S) map.
+    registered, or a sub-layer is replaced by another module, the step-by-step ``forward_reference`` runs, so the
+    hook sees the (B, 4h, N, S) map.
 
     Args:
         dim: Channel width C.
@@ -56,9 +58,6 @@ class ExternalAttention(nn.Module):
     # Tokens per block of the fused forward: a (block x 4h*S) float32 block of a few MB stays in cache.
     chunk_tokens = 512
 
-    def _hooked(self):
-        return any(m._forward_hooks or m._forward_pre_hooks
-                   for m in (self.trans_dims, self.linear_0, self.linear_1, self.proj))
 
     def folded_weights(self):
         """M_k folded into ``trans_dims`` and M_v into ``proj``.
@@ -80,8 +79,10 @@ class ExternalAttention(nn.Module):
         return wa, ba, wb, bb
 
     def forward(self, x, hw=None):
-        if self._hooked():
+        layers = (self.trans_dims, self.linear_0, self.linear_1, self.proj)
+        if not plain(*layers):  # hooked or wrapped sub-layers must see their own inputs: run the step-by-step form
             return self.forward_reference(x, hw)
+        fast = onednn_ready(x, *layers)  # CPU inference: oneDNN's linear (zoo.layers.linear)
         B, N, _ = x.shape
         H, S, T = self.num_heads, self.linear_0.out_features, self.chunk_tokens
         wa, ba, wb, bb = self.folded_weights()
@@ -89,7 +90,7 @@ class ExternalAttention(nn.Module):
         # softmax ignores, hence detached) and exp(logits - max) with its sum over the block's tokens.
         exps, maxes, sums = [], [], []
         for i in range(0, N, T):
-            z = F.linear(x[:, i:i + T], wa, ba)  # (B, t, 4h*S)
+            z = linear(x[:, i:i + T], wa, ba, fast)  # (B, t, 4h*S)
             zmax = z.detach().amax(dim=1, keepdim=True)  # (B, 1, 4h*S)
             e = (z - zmax).exp_()
             exps.append(e)
@@ -108,7 +109,7 @@ class ExternalAttention(nn.Module):
             attn = (e * scale).view(B, -1, H, S)  # (B, t, 4h, S), softmax over tokens
             attn = attn / (attn.sum(dim=-1, keepdim=True) + 1e-9)  # l1 over memory slots
             attn = self.attn_drop(attn).view(B, -1, H * S)
-            out.append(F.linear(attn, wb, bb))  # (B, t, C)
+            out.append(linear(attn, wb, bb, fast))  # (B, t, C)
         return self.proj_drop(torch.cat(out, dim=1) if len(out) > 1 else out[0])
 
     def forward_reference(self, x, hw=None):

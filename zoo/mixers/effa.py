@@ -6,13 +6,16 @@ Per head: keys are softmax-normalised over the token axis, queries over the chan
 K^T V is a (d_k/h x d_v/h) matrix whatever N, and the output is Q (K^T V). No scaling. Cost O(N C^2 / h).
 
 The forward computes exactly this. Sequences up to ``chunk_tokens`` use the step-by-step form
-(``forward_reference``); longer ones are arranged for speed: keys are produced with tokens last so their softmax over tokens runs along contiguous rows; tokens are processed in blocks
-of ``chunk_tokens`` with an online (running max / sum) softmax, accumulating the context block by block so the
-working set stays in cache; and ``reprojection`` is folded into the context (Q (K^T V) W_r^T = Q ((K^T V) W_r^T)),
-which removes the (B, N, d_v) intermediate and its head transposes.
+(``forward_reference``); longer ones are arranged for speed: keys and values come from one GEMM; tokens are processed in
+blocks of ``chunk_tokens``, each block's keys exponentiated against the block's own max and the partial contexts
+merged with log-sum-exp weights, so the working set stays in cache and the cost stays linear in N; and
+``reprojection`` is folded into the context (Q (K^T V) W_r^T = Q ((K^T V) W_r^T)), which removes the (B, N, d_v)
+intermediate and its head transposes.
 """
 import torch
 import torch.nn as nn
+
+from ..layers.linear import linear, onednn_linear, onednn_ready, plain
 
 
 class EfficientAttention(nn.Module):
@@ -41,56 +44,75 @@ class EfficientAttention(nn.Module):
         self.reprojection = nn.Linear(value_dim, dim)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    # Tokens per block: the (B, d_k, block) keys and (B, block, d_v) values of one block stay in cache.
+    # Tokens per block: the (B, block, d_k + d_v) keys and values of one block stay in cache.
     chunk_tokens = 1024
 
-    def context(self, x):
+    def context(self, x, fast=False):
         """The per-head global context K^T V, shape (B, h, d_k/h, d_v/h), independent of N.
 
-        Keys are softmax-normalised over all N tokens; computed block by block with a running max and sum.
+        Keys are softmax-normalised over all N tokens. Computed block by block: each block's keys are exponentiated
+        against the block's own max, and the blocks' partial contexts are merged with log-sum-exp weights.
+
+        Args:
+            x: Tokens (B, N, C).
+            fast: Use oneDNN's linear (only when ``zoo.layers.linear.onednn_ready`` says so).
         """
         B, N, _ = x.shape
         h, T = self.num_heads, self.chunk_tokens
-        wk, bk = self.keys.weight.expand(B, -1, -1), self.keys.bias[:, None]
-        ctx = m = s = None
+        if not plain(self.keys, self.values):  # hooked or wrapped layers: call them as modules
+            k = self.keys(x).view(B, N, h, -1).transpose(1, 2).softmax(dim=-2)  # (B, h, N, dk), over tokens
+            return k.transpose(-2, -1) @ self.values(x).view(B, N, h, -1).transpose(1, 2)
+        dk = self.keys.out_features
+        w_kv = torch.cat([self.keys.weight, self.values.weight])  # keys and values in one GEMM
+        b_kv = torch.cat([self.keys.bias, self.values.bias])
+        maxes, sums, ctxs = [], [], []
         for i in range(0, N, T):
-            xc = x[:, i:i + T]
-            k = torch.baddbmm(bk, wk, xc.transpose(1, 2)).view(B, h, -1, xc.shape[1])  # (B, h, dk, t), tokens last
-            v = self.values(xc).view(B, xc.shape[1], h, -1).transpose(1, 2)  # (B, h, t, dv)
-            kmax = k.amax(dim=-1, keepdim=True)
-            if m is None:
-                m = kmax
-                e = (k - m).exp()
-                s, ctx = e.sum(dim=-1, keepdim=True), e @ v
-            else:
-                m_new = torch.maximum(m, kmax)
-                scale = (m - m_new).exp()  # rescales what was accumulated under the old running max
-                e = (k - m_new).exp()
-                s = s * scale + e.sum(dim=-1, keepdim=True)
-                ctx = ctx * scale + e @ v
-                m = m_new
-        return ctx / s  # (B, h, dk, dv)
+            kv = linear(x[:, i:i + T], w_kv, b_kv, fast)  # (B, t, dk + dv)
+            t = kv.shape[1]
+            k, v = kv[..., :dk], kv[..., dk:]
+            kmax = k.detach().amax(dim=1, keepdim=True)  # (B, 1, dk): a shift the softmax ignores, hence detached
+            e = (k - kmax).exp_()
+            maxes.append(kmax)
+            sums.append(e.sum(dim=1, keepdim=True))
+            e = e.view(B, t, h, -1).permute(0, 2, 3, 1)  # (B, h, dk/h, t)
+            ctxs.append(e @ v.reshape(B, t, h, -1).transpose(1, 2))  # (B, h, dk/h, dv/h), unnormalised
+        maxes = torch.stack(maxes)  # (blocks, B, 1, dk)
+        w = (maxes - maxes.amax(dim=0)).exp()  # each block's rescaling to the global max
+        denom = (torch.stack(sums) * w).sum(dim=0)  # (B, 1, dk): softmax denominators over all N tokens
+        ctx = (torch.stack(ctxs) * w.view(len(ctxs), B, h, -1, 1)).sum(dim=0)
+        return ctx / denom.view(B, h, -1, 1)  # (B, h, dk/h, dv/h)
 
     def forward(self, x, hw=None):
         B, N, C = x.shape
         h, T = self.num_heads, self.chunk_tokens
-        if N <= T:  # short sequences: the direct form's flat (batch x tokens) GEMMs are faster, blocks gain nothing
+        layers = (self.queries, self.keys, self.values, self.reprojection)
+        # Short sequences: the direct form's flat (batch x tokens) GEMMs are as fast and blocks gain nothing; hooked
+        # or wrapped sub-layers must see their own inputs.
+        if N <= T or not plain(*layers):
             return self.forward_reference(x, hw)
-        ctx = self.context(x)  # (B, h, dk, dv)
-        wr = self.reprojection.weight.view(C, h, -1).permute(1, 2, 0)  # (h, dv, C)
-        ctx = torch.matmul(ctx, wr).reshape(B, -1, C)  # (B, h*dk, C): context folded into the reprojection
+        fast = onednn_ready(x, *layers)  # CPU inference: oneDNN's linear (zoo.layers.linear)
+        ctx = self.context(x, fast)  # (B, h, dk/h, dv/h)
+        wr = self.reprojection.weight.view(C, h, -1).permute(1, 2, 0)  # (h, dv/h, C)
+        ctx = torch.matmul(ctx, wr).reshape(B, -1, C)  # (B, dk, C): context folded into the reprojection
         out = []
         for i in range(0, N, T):
-            q = self.queries(x[:, i:i + T])  # (B, t, dk)
+            q = linear(x[:, i:i + T], self.queries.weight, self.queries.bias, fast)  # (B, t, dk)
             q = q.view(*q.shape[:2], h, -1).softmax(dim=-1).view(q.shape)  # softmax over each head's channels
-            out.append(torch.baddbmm(self.reprojection.bias, q, ctx))  # (B, t, C)
+            if B == 1:
+                out.append(linear(q, ctx[0].t(), self.reprojection.bias, fast))  # (1, t, C)
+            else:
+                out.append(torch.baddbmm(self.reprojection.bias, q, ctx))  # (B, t, C)
         return self.proj_drop(torch.cat(out, dim=1) if len(out) > 1 else out[0])
 
     def forward_reference(self, x, hw=None):
         """The step-by-step form (same result as ``forward``; used as is for sequences up to ``chunk_tokens``)."""
         B, N, _ = x.shape
-        k = self.keys(x).view(B, N, self.num_heads, -1).transpose(1, 2).softmax(dim=-2)  # (B, h, N, dk), over N
-        v = self.values(x).view(B, N, self.num_heads, -1).transpose(1, 2)  # (B, h, N, dv)
-        q = self.queries(x).view(B, N, self.num_heads, -1).transpose(1, 2).softmax(dim=-1)  # over channels
+        layers = (self.queries, self.keys, self.values, self.reprojection)
+        fast = onednn_ready(x, *layers)
+        q, k, v = (onednn_linear(x, m.weight, m.bias) if fast else m(x) for m in layers[:3])
+        k = k.view(B, N, self.num_heads, -1).transpose(1, 2).softmax(dim=-2)  # (B, h, N, dk), over tokens
+        v = v.view(B, N, self.num_heads, -1).transpose(1, 2)  # (B, h, N, dv)
+        q = q.view(B, N, self.num_heads, -1).transpose(1, 2).softmax(dim=-1)  # over channels
         x = (q @ (k.transpose(-2, -1) @ v)).transpose(1, 2).reshape(B, N, -1)  # (B, N, dv)
-        return self.proj_drop(self.reprojection(x))
+        x = onednn_linear(x, self.reprojection.weight, self.reprojection.bias) if fast else self.reprojection(x)
+        return self.proj_drop(x)

@@ -9,6 +9,8 @@ The token count N is fixed at construction.
 """
 import torch.nn as nn
 
+from ..layers.linear import onednn_linear, onednn_ready
+
 
 class FeedForwardMixer(nn.Module):
     """LayerNorm over tokens, Linear(N, rN), GELU, Linear(rN, N), applied to every channel.
@@ -47,5 +49,9 @@ class FeedForwardMixer(nn.Module):
                 f"mixer has a fixed token count, so feed inputs of the size it was built for (or build the model "
                 f"for this size, e.g. zoo.load(..., img_size=...))")
         x = self.norm(x.transpose(1, 2))  # (B, C, N)
-        x = self.fc2(self.drop(self.act(self.fc1(x))))
+        if onednn_ready(x, self.fc1, self.act, self.fc2) and self.act.approximate == "none":  # CPU inference
+            x = onednn_linear(self.drop(onednn_linear(x, self.fc1.weight, self.fc1.bias, gelu=True)),
+                              self.fc2.weight, self.fc2.bias)
+        else:
+            x = self.fc2(self.drop(self.act(self.fc1(x))))
         return self.drop(x).transpose(1, 2)  # (B, N, C)

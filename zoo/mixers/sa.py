@@ -9,6 +9,8 @@ one to one.
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..layers.linear import onednn_linear, onednn_ready
+
 
 class SelfAttention(nn.Module):
     """softmax(Q K^T / sqrt(d)) V with h heads of width d = C / h, computed by ``scaled_dot_product_attention``.
@@ -34,8 +36,10 @@ class SelfAttention(nn.Module):
 
     def forward(self, x, hw=None):
         B, N, C = x.shape
-        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
+        fast = onednn_ready(x, self.qkv, self.proj)  # CPU inference: oneDNN's linear (zoo.layers.linear)
+        qkv = onednn_linear(x, self.qkv.weight, self.qkv.bias) if fast else self.qkv(x)
+        qkv = qkv.reshape(B, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # each (B, h, N, d)
         x = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_drop if self.training else 0.0)
         x = x.transpose(1, 2).reshape(B, N, C)  # (B, N, C)
-        return self.proj_drop(self.proj(x))
+        return self.proj_drop(onednn_linear(x, self.proj.weight, self.proj.bias) if fast else self.proj(x))
