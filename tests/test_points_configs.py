@@ -29,7 +29,7 @@ def test_the_config_set():
             assert f"pct_{m}-vit-{s}_1xb32-250e_modelnet40-1024.py" in names
             assert f"pct_{m}-vit-{s}_1xb32-250e_shapenetpart-2048.py" in names
         assert f"pct_{m}-vit-micro_1xb16-6e_shapes-256.py" in names
-        assert f"pct_{m}-vit-micro_1xb16-6e_shapes-part-256.py" in names
+        assert f"pct_{m}-vit-micro_1xb16-12e_shapes-part-256.py" in names
 
 
 @pytest.mark.parametrize("path", _configs("pcls") + _configs("pseg"), ids=os.path.basename)
@@ -48,7 +48,8 @@ def test_recipe(path):
         assert cfg.model.num_points == expect
         assert cfg.test_dataloader.dataset.pipeline[0] == dict(type="PointSample", num_points=expect, mode="first")
         train_types = [t["type"] for t in cfg.train_dataloader.dataset.pipeline]
-        assert {"PointDropout", "PointScaleShift"} <= set(train_types)
+        assert {"PointScaleShift", "PointShuffle"} <= set(train_types)
+        assert ("PointDropout" in train_types) == ("/pcls/" in path)  # PCT: dropout for classification only
 
 
 def _train_and_test(config, work_dir, data_root, extra=()):

@@ -7,7 +7,8 @@ blocks as the image models (``zoo.backbones.vit.build_blocks``)::
     points (B, N, in_dims) -> PointTokenizer -> tokens (B, M, D) -> blocks x depth -> LayerNorm
       pcls: [max | mean] over tokens -> Linear-BN-ReLU-Dropout x 2 -> Linear -> logits (B, num_classes)
       pseg: per point [tokens interpolated from the 3 nearest centres (inverse squared distance, PointNet++)
-            | point embedding | pooled tokens | category embedding (one-hot -> Linear-BN-LeakyReLU, as PCT)]
+            | earlier grouping stages' features, interpolated alike | point embedding | pooled tokens
+            | category embedding (one-hot -> Linear-BN-LeakyReLU, as PCT)]
             -> Linear-BN-ReLU-Dropout -> Linear-BN-ReLU -> Linear -> logits (B, N, num_classes)
 
 Sizes come from ``SIZES``; the tokenizer widths are PCT's (64, 128, 256) except ``micro`` (32, 64, 128). By
@@ -80,11 +81,12 @@ class PointTransformer(nn.Module):
         _init_trunk(self.blocks)
 
     def forward_features(self, points):
-        """(B, N, in_dims) -> normalised tokens (B, M, D), centres (B, M, 3), point features (B, N, C0)."""
-        x, centres, point_feats = self.tokenizer(points)
+        """(B, N, in_dims) -> normalised tokens (B, M, D), centres (B, M, 3), point features (B, N, C0) and the
+        earlier grouping stages ``[(centres, features)]`` (see ``PointTokenizer.forward``)."""
+        x, centres, point_feats, levels = self.tokenizer(points)
         for blk in self.blocks:
             x = blk(x)
-        return self.norm(x), centres, point_feats
+        return self.norm(x), centres, point_feats, levels
 
     @staticmethod
     def pool(tokens):
@@ -143,7 +145,8 @@ class PointSegmenter(PointTransformer):
         self.num_classes, self.num_categories = num_classes, num_categories
         self.category_embed = nn.Sequential(nn.Linear(num_categories, 64, bias=False), nn.BatchNorm1d(64),
                                             nn.LeakyReLU(0.2))
-        in_dim = self.embed_dim * 3 + self.tokenizer.point_embed[-1].linear.out_features + 64
+        widths = [g.conv2.linear.out_features for g in self.tokenizer.groups[:-1]]
+        in_dim = self.embed_dim * 3 + self.tokenizer.point_embed[-1].linear.out_features + sum(widths) + 64
         layers = []
         for i, h in enumerate(head_hidden):
             layers += [LinearBN(in_dim, h)] + ([nn.Dropout(head_drop)] if i == 0 else [])
@@ -159,12 +162,13 @@ class PointSegmenter(PointTransformer):
             bad = category[(category < 0) | (category >= self.num_categories)].tolist()
             raise ValueError(f"category ids {bad} are out of range: this model has {self.num_categories} "
                              f"categories (0..{self.num_categories - 1})")
-        tokens, centres, point_feats = self.forward_features(points)
+        tokens, centres, point_feats, levels = self.forward_features(points)
         B, N = points.shape[:2]
-        per_point = interpolate(points[..., :3], centres, tokens)  # (B, N, D)
+        xyz = points[..., :3]
+        per_point = [interpolate(xyz, c, f) for c, f in [(centres, tokens)] + levels]  # (B, N, D), (B, N, C_i)
         onehot = nn.functional.one_hot(category, self.num_categories).to(points.dtype)
         glob = torch.cat([self.pool(tokens), self.category_embed(onehot)], dim=-1)  # (B, 2D + 64)
-        x = torch.cat([per_point, point_feats, glob.unsqueeze(1).expand(B, N, -1)], dim=-1)
+        x = torch.cat(per_point + [point_feats, glob.unsqueeze(1).expand(B, N, -1)], dim=-1)
         return self.head(x)  # (B, N, num_classes)
 
 

@@ -280,18 +280,21 @@ class PointTokenizer(nn.Module):
             points: (B, N, in_dims).
 
         Returns:
-            ``tokens`` (B, M, embed_dim), ``centres`` (B, M, 3) in Morton order, and ``point_feats``
-            (B, N, widths[0]) in the input order (for dense heads).
+            ``tokens`` (B, M, embed_dim) and ``centres`` (B, M, 3) in Morton order, ``point_feats``
+            (B, N, widths[0]) in the input order, and ``levels``: ``(centres, features)`` of every stage before the
+            last, in their canonical (sampling) order (for dense heads).
         """
         self.check(points)
         point_feats = self.point_embed(points)  # (B, N, C0), point-wise: follows the input order
         order = lexsort(points)  # canonical order: everything below is the same for any input permutation
         xyz, feats = index_points(points[..., :3].contiguous(), order), index_points(point_feats, order)
+        levels = []
         for group in self.groups:
             xyz, feats = group(xyz, feats)
+            levels.append((xyz, feats))
         curve = morton_order(xyz)  # (B, M)
         xyz, feats = index_points(xyz, curve), index_points(feats, curve)
-        return self.proj(feats) + self.pos_embed(xyz), xyz, point_feats
+        return self.proj(feats) + self.pos_embed(xyz), xyz, point_feats, levels[:-1]
 
 
 def interpolate(xyz, centres, feats, k=3, eps=1e-8):

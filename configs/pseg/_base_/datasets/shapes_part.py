@@ -5,7 +5,6 @@ data_root = 'data/shapes/shapenetcore_partanno_segmentation_benchmark_v0_normal'
 num_points = 256
 train_pipeline = [
     dict(type='PointSample', num_points=num_points, mode='random'),
-    dict(type='PointDropout', max_ratio=0.875),
     dict(type='PointScaleShift', scale=(2.0 / 3.0, 1.5), shift=0.2),
     dict(type='PointShuffle'),
     dict(type='PackPointInputs'),
