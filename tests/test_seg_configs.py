@@ -52,7 +52,7 @@ def test_the_config_set():
            for s in ("tiny", "small", "base")}
     assert ade <= set(names) and len(ade) == 12
     assert {n for n in names if "fashion-scenes" in n} == {
-        f"upernet_{m}-vit-micro_1xb8-1k_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")}
+        f"upernet_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")}
 
 
 def test_ade20k_recipe_numbers():

@@ -8,7 +8,7 @@ from PIL import Image
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADE_CFG = os.path.join(ROOT, "configs/seg/upernet_sa-vit-tiny_8xb2-160k_ade20k-512x512.py")
-SCENES_CFG = os.path.join(ROOT, "configs/seg/upernet_sa-vit-micro_1xb8-1k_fashion-scenes-64x64.py")
+SCENES_CFG = os.path.join(ROOT, "configs/seg/upernet_sa-vit-micro_1xb16-1500_fashion-scenes-64x64.py")
 FMNIST = "/usr/share/datasets/fashion-mnist"
 
 

@@ -37,7 +37,7 @@ tta_pipeline = [
 ]
 tta_model = dict(type='SegTTAModel')
 train_dataloader = dict(
-    batch_size=8,
+    batch_size=16,
     num_workers=0,
     sampler=dict(type='InfiniteSampler', shuffle=True),
     dataset=dict(

@@ -8,14 +8,14 @@ log_processor = dict(by_epoch=False)
 # position embeddings/cls token/norms, linear warm-up then poly) with a from-scratch learning rate and few iterations.
 optim_wrapper = dict(
     type='OptimWrapper',
-    optimizer=dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999), weight_decay=0.01),
+    optimizer=dict(type='AdamW', lr=2e-3, betas=(0.9, 0.999), weight_decay=0.01),
     paramwise_cfg=dict(
         custom_keys={
             'pos_embed': dict(decay_mult=0.),
             'cls_token': dict(decay_mult=0.),
             'norm': dict(decay_mult=0.),
         }))
-max_iters = 1000
+max_iters = 1500
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-3, by_epoch=False, begin=0, end=100),
     dict(type='PolyLR', eta_min=0.0, power=1.0, begin=100, end=max_iters, by_epoch=False),
