@@ -192,12 +192,17 @@ class Discriminator(nn.Module):
 
 
 def _init_convs(module):
-    """Xavier-uniform conv/linear weights and zero biases outside the trunk stages (BigGAN uses orthogonal or
-    Xavier; the trunk keeps its timm-style init)."""
+    """Zero biases of the conv/linear layers outside the trunk blocks, and Xavier-uniform weights for those of them
+    without spectral norm (BigGAN uses orthogonal or Xavier; the trunk keeps its timm-style init).
+
+    Spectrally normalised layers keep PyTorch's default i.i.d. uniform weights: W / sigma(W) does not depend on the
+    scale of an i.i.d. init, so Xavier would give the same distribution, and re-initialising ``original`` after
+    the parametrisation was built would leave its power-iteration vectors stale."""
     trunk = {id(m) for s in module.modules() if isinstance(s, TrunkStage) for m in s.blocks.modules()}
     for m in module.modules():
         if isinstance(m, (nn.Conv2d, nn.Linear)) and id(m) not in trunk:
-            nn.init.xavier_uniform_(m.weight)
+            if not hasattr(m, "parametrizations"):
+                nn.init.xavier_uniform_(m.weight)
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
 
@@ -225,13 +230,13 @@ class GAN(nn.Module):
         ch = ch or min(embed_dim, 256)
         trunk = dict(dim=embed_dim, depth=blocks_per_stage or max(1, depth // 4), num_heads=num_heads, mixer=mixer,
                      mixer_options=mixer_options)
-        torch_state = torch.random.get_rng_state()
         self.generator = Generator(z_dim, img_size, out_chans, ch, trunk)
         self.discriminator = Discriminator(img_size, out_chans, ch, trunk)
         _init_convs(self.generator)
         _init_convs(self.discriminator)
+        torch_state = torch.random.get_rng_state()
         self.generator_ema = Generator(z_dim, img_size, out_chans, ch, trunk)
-        torch.random.set_rng_state(torch_state)  # do not let the EMA copy's throwaway init consume extra draws
+        torch.random.set_rng_state(torch_state)  # the EMA copy's throwaway init consumes no draws
         self.generator_ema.load_state_dict(self.generator.state_dict())
         self.generator_ema.requires_grad_(False)
         self.generator_ema.eval()
