@@ -54,6 +54,7 @@ def demo_cfg(mixer, args):
         cfg.test_dataloader.dataset.max_samples = args.test_samples
     cfg.work_dir = osp.join(args.work_dir, mixer)
     cfg.experiment_name = f"demo_{mixer}_{time.strftime('%Y%m%d_%H%M%S')}"
+    cfg.visualizer.name = f"visualizer_{cfg.experiment_name}"  # one Runner per mixer in this process
     if not args.verbose:
         cfg.log_level = "WARNING"
     return cfg, iters
