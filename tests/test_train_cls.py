@@ -295,3 +295,16 @@ def test_train_then_test_end_to_end(tmp_path):
     ranks = (logits > logits[torch.arange(len(labels)), torch.from_numpy(labels).long()][:, None]).sum(1)
     top5 = 100.0 * (ranks < 5).float().mean().item()
     assert metrics["top1"] == pytest.approx(top1) and metrics["top5"] == pytest.approx(top5)
+
+
+def test_json_out_accepts_numpy_metrics():
+    """mmseg's IoUMetric returns numpy floats; --json-out must still write plain JSON."""
+    import importlib.util
+    import json
+
+    import numpy as np
+    spec = importlib.util.spec_from_file_location("zoo_tools_test", ROOT / "tools" / "test.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = mod.jsonable({"mIoU": np.float32(61.25), "aAcc": 90.5, "name": "x"})
+    assert json.loads(json.dumps(out)) == {"mIoU": 61.25, "aAcc": 90.5, "name": "x"}

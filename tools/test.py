@@ -49,6 +49,11 @@ def apply_tta(cfg):
     return cfg
 
 
+def jsonable(metrics):
+    """Metrics as plain JSON values: evaluators may return numpy scalars (mmseg's ``IoUMetric`` does)."""
+    return {k: v.item() if hasattr(v, "item") else v for k, v in metrics.items()}
+
+
 def main(argv=None):
     args = parse_args(argv)
     cfg = Config.fromfile(args.config)
@@ -67,7 +72,7 @@ def main(argv=None):
     metrics = runner.test()
     if args.json_out:
         with open(args.json_out, "w") as f:
-            json.dump(dict(config=args.config, checkpoint=args.checkpoint, metrics=metrics), f, indent=2)
+            json.dump(dict(config=args.config, checkpoint=args.checkpoint, metrics=jsonable(metrics)), f, indent=2)
     return metrics
 
 
