@@ -1,4 +1,4 @@
 """Backbone families. One file per family; ``vit`` is the isotropic trunk every task uses."""
-from .vit import SIZES, Block, VisionTransformer, build_blocks
+from .vit import SIZES, Block, VisionTransformer, build_blocks, init_trunk
 
-__all__ = ["SIZES", "Block", "VisionTransformer", "build_blocks"]
+__all__ = ["SIZES", "Block", "VisionTransformer", "build_blocks", "init_trunk"]

@@ -70,6 +70,24 @@ def build_blocks(dim, depth, num_heads, mixer="sa", num_tokens=None, mlp_ratio=4
         for i in range(depth))
 
 
+def init_trunk(module):
+    """timm-style init of every layer in ``module``: trunc-normal(0.02) linears, zero biases, unit LayerNorms; then
+    EA's official starting point M_v = M_k^T (the two memories are not tied afterwards). Shared by every task's
+    trunk so all of them start from the same distribution."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.trunc_normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+    for m in module.modules():
+        if isinstance(m, mixers.ExternalAttention):
+            with torch.no_grad():
+                m.linear_1.weight.copy_(m.linear_0.weight.t())
+
+
 class VisionTransformer(nn.Module):
     """Image classifier over the mixer trunk (DeiT layout).
 
@@ -118,20 +136,9 @@ class VisionTransformer(nn.Module):
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
         if self.cls_token is not None:
             nn.init.normal_(self.cls_token, std=1e-6)
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.LayerNorm):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+        init_trunk(self)
         w = self.patch_embed.proj.weight
         nn.init.trunc_normal_(w.view(w.shape[0], -1), std=math.sqrt(1.0 / w[0].numel()))
-        for blk in self.blocks:  # keep EA's M_v = M_k^T starting point (official init)
-            if hasattr(blk.mixer, "linear_0") and hasattr(blk.mixer, "linear_1"):
-                with torch.no_grad():
-                    blk.mixer.linear_1.weight.copy_(blk.mixer.linear_0.weight.t())
 
     @torch.jit.ignore
     def no_weight_decay(self):

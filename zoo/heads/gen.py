@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch.nn.utils.parametrizations import spectral_norm
 
 from .. import mixers
-from ..backbones.vit import SIZES, build_blocks
+from ..backbones.vit import SIZES, build_blocks, init_trunk
 
 TRUNK_RESOLUTIONS = (8, 16)
 
@@ -70,15 +70,7 @@ class TrunkStage(nn.Module):
         self.gamma = nn.Parameter(torch.zeros(1))
         self.resolution = resolution
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        for m in self.blocks.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-        for blk in self.blocks:  # EA's official starting point M_v = M_k^T
-            if hasattr(blk.mixer, "linear_0") and hasattr(blk.mixer, "linear_1"):
-                with torch.no_grad():
-                    blk.mixer.linear_1.weight.copy_(blk.mixer.linear_0.weight.t())
+        init_trunk(self.blocks)
 
     def forward(self, x):
         B, _, H, W = x.shape

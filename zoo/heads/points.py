@@ -18,7 +18,7 @@ k = 32; the tokens are the last stage's centres (the ``ff`` mixer is built for t
 import torch
 import torch.nn as nn
 
-from ..backbones.vit import SIZES, build_blocks
+from ..backbones.vit import SIZES, build_blocks, init_trunk
 from ..layers.points import LinearBN, PointTokenizer, interpolate
 
 WIDTHS = {"micro": (32, 64, 128), "tiny": (64, 128, 256), "small": (64, 128, 256), "base": (64, 128, 256)}
@@ -30,22 +30,6 @@ SHAPENET_PARTS = {
     "Laptop": [28, 29], "Motorbike": [30, 31, 32, 33, 34, 35], "Mug": [36, 37], "Pistol": [38, 39, 40],
     "Rocket": [41, 42, 43], "Skateboard": [44, 45, 46], "Table": [47, 48, 49],
 }
-
-
-def _init_trunk(module):
-    """timm-style init of the trunk and heads: trunc-normal(0.02) linears, zero biases; EA's M_v = M_k^T."""
-    for m in module.modules():
-        if isinstance(m, nn.Linear):
-            nn.init.trunc_normal_(m.weight, std=0.02)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.LayerNorm):
-            nn.init.ones_(m.weight)
-            nn.init.zeros_(m.bias)
-    for blk in module:
-        if hasattr(blk.mixer, "linear_0") and hasattr(blk.mixer, "linear_1"):
-            with torch.no_grad():
-                blk.mixer.linear_1.weight.copy_(blk.mixer.linear_0.weight.t())
 
 
 class PointTransformer(nn.Module):
@@ -78,7 +62,7 @@ class PointTransformer(nn.Module):
                                    mlp_ratio=mlp_ratio, drop_rate=drop_rate, drop_path_rate=drop_path_rate,
                                    mixer_options=mixer_options)
         self.norm = nn.LayerNorm(embed_dim, eps=1e-6)
-        _init_trunk(self.blocks)
+        init_trunk(self.blocks)
 
     def forward_features(self, points):
         """(B, N, in_dims) -> normalised tokens (B, M, D), centres (B, M, 3), point features (B, N, C0) and the
