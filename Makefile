@@ -13,7 +13,6 @@ setup: $(STAMP) data
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[train,test,bench]'
 	touch $(STAMP)
 
