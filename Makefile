@@ -7,7 +7,7 @@ FMNIST  := /usr/share/datasets/fashion-mnist
 # Tests use few threads so that two pytest workers or a torchrun pair do not oversubscribe two cores.
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup data test test-slow demo bench cards clean
+.PHONY: setup data scenes shapes test test-slow demo bench cards clean
 
 setup: $(STAMP) data
 
@@ -21,6 +21,13 @@ data:
 		echo "installing dataset-fashion-mnist (Debian package)"; \
 		apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist; \
 	fi
+
+# The embedded training sets (written under data/, ignored by git).
+scenes: setup
+	$(BIN)/python tools/make_scenes.py --out data/fashion_scenes --seed 0 --num-train 2000 --num-val 500 --size 64
+
+shapes: setup
+	$(BIN)/python tools/make_shapes.py --out data/shapes --seed 0
 
 test: setup
 	$(BIN)/python -m pytest -q
