@@ -252,6 +252,11 @@ def test_head_mismatch_is_an_error_unless_drop_head(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(model.forward_features(x), ref.features(x), atol=1e-5, rtol=0)
     assert torch.equal(model.head.weight, head_before)
+    # the same through zoo.load: checkpoint_options reach the converter
+    via_load = zoo.load("sa_vit_tiny", num_classes=CLASSES, img_size=IMG, checkpoint=path,
+                        checkpoint_options=dict(drop_head=True)).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(via_load.forward_features(x), ref.features(x), atol=1e-5, rtol=0)
 
 
 def test_wrong_mixer_is_refused(deit, ff_ref, tmp_path):

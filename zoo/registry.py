@@ -123,7 +123,7 @@ def build(name, task="cls", **kwargs):
     return model
 
 
-def load(name, task="cls", pretrained=False, checkpoint=None, **kwargs):
+def load(name, task="cls", pretrained=False, checkpoint=None, checkpoint_options=None, **kwargs):
     """Build a model for a task, optionally with weights.
 
     Args:
@@ -132,6 +132,8 @@ def load(name, task="cls", pretrained=False, checkpoint=None, **kwargs):
         task: ``cls``, ``seg``, ``gen``, ``pcls`` or ``pseg`` (long aliases accepted).
         pretrained: Download the registry's weights for this task (never falls back to random weights).
         checkpoint: A local weights file (zoo safetensors, or a foreign layout that ``zoo.convert`` recognises).
+        checkpoint_options: Options of ``zoo.convert.load_checkpoint``, e.g. ``dict(drop_head=True)`` to keep a
+            fresh head for another ``num_classes``, ``dict(drop_distillation=True)`` for distilled DeiT weights.
         **kwargs: Task arguments, e.g. ``num_classes``, ``img_size``, ``in_chans``, ``patch_size``.
 
     Returns:
@@ -156,5 +158,5 @@ def load(name, task="cls", pretrained=False, checkpoint=None, **kwargs):
         hub.load_pretrained_tag(model, pretrained, PRETRAINED[pretrained], **hub_kwargs)
     if checkpoint is not None:
         from . import convert
-        convert.load_checkpoint(model, checkpoint)
+        convert.load_checkpoint(model, checkpoint, **(checkpoint_options or {}))
     return model
