@@ -5,35 +5,22 @@ the config's ``tta_pipeline`` and wraps ``model`` in its ``tta_model``, as mmseg
 """
 import argparse
 import json
-import os
 import os.path as osp
 import sys
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # the repo root, for a checkout without install
 
-from mmengine.config import Config, DictAction  # noqa: E402
-from mmengine.registry import RUNNERS  # noqa: E402
-from mmengine.runner import Runner  # noqa: E402
-
 import tasks.common as common  # noqa: E402  (registers the CPU DDP wrapper, safe loader, progress hook)
+from tasks.common import cli  # noqa: E402
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description="Evaluate a checkpoint (mmengine Runner)")
-    parser.add_argument("config", help="config file path")
+    cli.add_common_args(parser, "test_dataloader.batch_size=64")
     parser.add_argument("checkpoint", help="checkpoint file (an mmengine .pth from tools/train.py)")
-    parser.add_argument("--work-dir", help="where logs go (default: ./work_dirs/<config name>)")
     parser.add_argument("--tta", action="store_true", help="test-time augmentation (config's tta_model/tta_pipeline)")
     parser.add_argument("--json-out", metavar="FILE", help="also write the metrics to FILE as JSON")
-    parser.add_argument("--cfg-options", nargs="+", action=DictAction,
-                        help="override config entries, e.g. test_dataloader.batch_size=64")
-    parser.add_argument("--launcher", choices=["none", "pytorch", "slurm", "mpi"], default="none",
-                        help="job launcher (pytorch: started by torchrun)")
-    parser.add_argument("--local_rank", "--local-rank", type=int, default=0, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if "LOCAL_RANK" not in os.environ:
-        os.environ["LOCAL_RANK"] = str(args.local_rank)
-    return args
+    return cli.parse(parser, argv)
 
 
 def apply_tta(cfg):
@@ -56,20 +43,12 @@ def jsonable(metrics):
 
 def main(argv=None):
     args = parse_args(argv)
-    cfg = Config.fromfile(args.config)
-    cfg.launcher = args.launcher
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get("work_dir") is None:
-        cfg.work_dir = osp.join("./work_dirs", osp.splitext(osp.basename(args.config))[0])
+    cfg = cli.load_config(args)
     cfg.load_from = args.checkpoint
     if args.tta:
         apply_tta(cfg)
     common.init_distributed(args.launcher)
-    runner = Runner.from_cfg(cfg) if "runner_type" not in cfg else RUNNERS.build(cfg)
-    metrics = runner.test()
+    metrics = cli.build_runner(cfg).test()
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(dict(config=args.config, checkpoint=args.checkpoint, metrics=jsonable(metrics)), f, indent=2)
