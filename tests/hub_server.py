@@ -203,12 +203,23 @@ class _Handler(BaseHTTPRequestHandler):
     def _repo(self, repo_id, write=False, head=False):
         repo = self.hub.repos.get(repo_id)
         if repo is None or (repo.private and not self._authorized()):
-            self._error(404 if not write else 404, "RepoNotFound", "Repository not found", head=head)
+            self._error(404, "RepoNotFound", "Repository not found", head=head)
             return None
         if write and not self._authorized():
             self._error(401, None, "Invalid credentials in Authorization header", head=head)
             return None
         return repo
+
+    def _at_revision(self, repo_id, rev, write=False, head=False):
+        """The repo and the commit ``rev`` names, or ``(None, None)`` once the 404/401 answer is sent."""
+        repo = self._repo(repo_id, write=write, head=head)
+        if repo is None:
+            return None, None
+        commit = repo.resolve(rev)
+        if commit is None:
+            self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head=head)
+            return None, None
+        return repo, commit
 
     # -- routing --------------------------------------------------------------------------------------------------
     def do_HEAD(self):
@@ -278,12 +289,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(400 if errors else 200, {"errors": errors, "warnings": []})
 
     def _preupload(self, repo_id, rev, payload):
-        repo = self._repo(repo_id, write=True)
+        repo, commit = self._at_revision(repo_id, rev, write=True)
         if repo is None:
             return
-        commit = repo.resolve(rev)
-        if commit is None:
-            return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
         snap = repo.commits[commit]
         files = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,
                   "oid": git_blob_oid(snap[f["path"]]) if f["path"] in snap else None}
@@ -337,23 +345,17 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, {})
 
     def _info(self, repo_id, rev):
-        repo = self._repo(repo_id)
+        repo, commit = self._at_revision(repo_id, rev)
         if repo is None:
             return
-        commit = repo.resolve(rev)
-        if commit is None:
-            return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
         self._send(200, {"id": repo_id, "modelId": repo_id, "sha": commit, "private": repo.private,
                          "siblings": [{"rfilename": p} for p in sorted(repo.commits[commit])],
                          "tags": [], "downloads": 0, "likes": 0})
 
     def _tree(self, repo_id, rev, prefix, query):
-        repo = self._repo(repo_id)
+        repo, commit = self._at_revision(repo_id, rev)
         if repo is None:
             return
-        commit = repo.resolve(rev)
-        if commit is None:
-            return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
         recursive = query.get("recursive", ["False"])[0].lower() in ("true", "1")
         entries, folders = [], set()
         for p, data in sorted(repo.commits[commit].items()):
@@ -372,12 +374,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, entries)
 
     def _resolve(self, repo_id, rev, path, head=False):
-        repo = self._repo(repo_id, head=head)
+        repo, commit = self._at_revision(repo_id, rev, head=head)
         if repo is None:
             return
-        commit = repo.resolve(rev)
-        if commit is None:
-            return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head=head)
         snap = repo.commits[commit]
         if path not in snap:
             return self._error(404, "EntryNotFound", f"{path} does not exist", head=head,

@@ -134,10 +134,13 @@ class ProgressHook(Hook):
     def before_val_epoch(self, runner):
         self._eval_start(runner, "val", runner.val_loop)
 
-    def after_val_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+    def _eval_iter(self, batch_idx, data_batch):
         self._done = batch_idx + 1
         self._images += _batch_size(data_batch)
         self._show()
+
+    def after_val_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        self._eval_iter(batch_idx, data_batch)
 
     def after_val_epoch(self, runner, metrics=None):
         self._eval_end()
@@ -146,9 +149,7 @@ class ProgressHook(Hook):
         self._eval_start(runner, "test", runner.test_loop)
 
     def after_test_iter(self, runner, batch_idx, data_batch=None, outputs=None):
-        self._done = batch_idx + 1
-        self._images += _batch_size(data_batch)
-        self._show()
+        self._eval_iter(batch_idx, data_batch)
 
     def after_test_epoch(self, runner, metrics=None):
         self._eval_end()
