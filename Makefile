@@ -24,7 +24,7 @@ data:
 
 # The embedded training sets (written under data/, ignored by git).
 scenes: setup
-	$(BIN)/python tools/make_scenes.py --out data/fashion_scenes --seed 0 --num-train 2000 --num-val 500 --size 64
+	$(BIN)/python tools/make_scenes.py --out data/fashion_scenes --seed 0 --num-train 10000 --num-val 500 --size 64
 
 shapes: setup
 	$(BIN)/python tools/make_shapes.py --out data/shapes --seed 0

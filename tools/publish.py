@@ -159,7 +159,12 @@ def label_names_from(args, meta):
             with open(args.label_names) as f:
                 return [line.strip() for line in f if line.strip()]
         return [n.strip() for n in args.label_names.split(",")]
-    classes = (meta.get("dataset_meta") or {}).get("classes") if isinstance(meta, dict) else None
+    dataset_meta = (meta.get("dataset_meta") or {}) if isinstance(meta, dict) else {}
+    parts = dataset_meta.get("parts")
+    if parts:  # part segmentation: the labels are the global part ids, named "<category>/<part index>"
+        names = {pid: f"{cat}/{i}" for cat, ids in zip(dataset_meta["classes"], parts) for i, pid in enumerate(ids)}
+        return [names.get(pid, f"part_{pid}") for pid in range(max(names) + 1)] if names else None
+    classes = dataset_meta.get("classes")
     return list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else None
 
 

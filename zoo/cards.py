@@ -23,6 +23,18 @@ DATASETS = {
                     "Research, read from the IDX files of the Debian package dataset-fashion-mnist",
         label_names=["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
                      "Ankle boot"]),
+    "scenes": dict(
+        name="Fashion-MNIST scenes", id=None, license="mit", split="validation",
+        url="https://github.com/zalandoresearch/fashion-mnist",
+        description="64x64 scenes composed by tools/make_scenes.py (seed 0) from Fashion-MNIST items on textured "
+                    "backgrounds, ADE20K layout: 10,000 training scenes from the train images, 500 validation scenes "
+                    "from the t10k images, 11 classes (background + the 10 Fashion-MNIST classes)"),
+    "shapes": dict(
+        name="Generated part-labelled shapes", id=None, license="apache-2.0", split="test",
+        url=None,
+        description="procedural point clouds of 12 ShapeNetPart categories with part labels, by tools/make_shapes.py "
+                    "(seed 0), written in the ModelNet40 HDF5 and ShapeNetPart layouts: 80 train and 20 test shapes "
+                    "per category, 2048 points each"),
     "in1k": dict(name="ImageNet-1k", id="ILSVRC/imagenet-1k", license="other", split="validation",
                  url="https://www.image-net.org/", description="ILSVRC-2012: 1.28M training images of 1000 classes"),
     "ade20k": dict(name="ADE20K", id="zhoubolei/scene_parse_150", license="bsd-3-clause", split="validation",
