@@ -97,11 +97,16 @@ class ZooViTBackbone(BaseModule):
             anything ``zoo.convert`` reads); its head and final norm are dropped, position embeddings resampled.
         pretrained: Alias of ``checkpoint`` (what mmseg's ``EncoderDecoder(pretrained=...)`` passes down).
         mixer_options: Extra mixer arguments.
+        final_norm: Apply the trunk's final LayerNorm to the last block's output (mmseg's ViT ``final_norm=True``,
+            its ``-ln`` configs); default off, as mmseg's default and its DeiT ``_mln_`` configs.
+        class_token: Run the trunk with a cls token (mmseg's ``with_cls_token``, default True); the token is
+            dropped from the maps either way.
         init_cfg: Unused (the trunk initialises itself; see ``init_weights``).
     """
 
     def __init__(self, name, img_size=512, patch_size=16, in_chans=3, out_indices=None, drop_rate=0.0,
-                 drop_path_rate=0.0, checkpoint=None, pretrained=None, mixer_options=None, init_cfg=None):
+                 drop_path_rate=0.0, checkpoint=None, pretrained=None, mixer_options=None, final_norm=False,
+                 class_token=True, init_cfg=None):
         super().__init__(init_cfg=init_cfg)
         info = model_info(name)
         self.name = name
@@ -112,12 +117,18 @@ class ZooViTBackbone(BaseModule):
         self.trunk = VisionTransformer(mixer=info["mixer"], img_size=self.img_size, patch_size=patch_size,
                                        in_chans=in_chans, num_classes=0, drop_rate=drop_rate,
                                        drop_path_rate=drop_path_rate, mixer_options=mixer_options,
-                                       **SIZES[info["size"]])
-        # Intermediates are taken before the final LayerNorm (mmseg's ViT with final_norm=False); removing the
-        # unused norm keeps every parameter in the graph (DDP would otherwise need find_unused_parameters).
-        self.trunk.norm = nn.Identity()
+                                       class_token=class_token, **SIZES[info["size"]])
+        self.final_norm = bool(final_norm)
+        self.class_token = bool(class_token)
+        if not self.final_norm:
+            # Intermediates are taken before the final LayerNorm (mmseg's ViT with final_norm=False); removing the
+            # unused norm keeps every parameter in the graph (DDP would otherwise need find_unused_parameters).
+            self.trunk.norm = nn.Identity()
         depth = len(self.trunk.blocks)
-        self.out_indices = list(out_indices) if out_indices is not None else default_out_indices(depth)
+        self.out_indices = [i % depth for i in out_indices] if out_indices is not None else default_out_indices(depth)
+        if self.final_norm and depth - 1 not in self.out_indices:
+            raise ValueError(f"final_norm=True normalises the last block's output, which out_indices="
+                             f"{self.out_indices} does not return (the norm would get no gradient)")
         self.embed_dim = self.trunk.embed_dim
         checkpoint = checkpoint or pretrained
         if checkpoint:
@@ -127,7 +138,9 @@ class ZooViTBackbone(BaseModule):
         """Load a classification checkpoint into the trunk (head and final norm dropped, strict otherwise)."""
         from .. import convert
         sd = convert.read_state_dict(checkpoint) if not isinstance(checkpoint, dict) else convert.unwrap(checkpoint)
-        dropped = ("head.", "head_dist.", "norm.", "fc_norm.")  # classifier and final norm: not used for dense maps
+        # The classifier head is not used for dense maps; the final norm is kept only for final_norm=True (mmseg's
+        # DeiT conversion starts its final norm from the classifier's, too).
+        dropped = ("head.", "head_dist.", "fc_norm.") + (() if self.final_norm else ("norm.",))
         sd = {k: v for k, v in sd.items() if not k.startswith(dropped)}
         convert.load_checkpoint(self.trunk, sd, drop_head=True, drop_distillation=True)
         self._is_init = True  # loaded weights: init_weights must not touch them
@@ -150,8 +163,17 @@ class ZooViTBackbone(BaseModule):
         pad_h, pad_w = (-H) % ph, (-W) % pw
         if pad_h or pad_w:  # bottom/right zero padding, as mmseg's ViT ("corner" padding)
             x = F.pad(x, (0, pad_w, 0, pad_h))
-        return tuple(self.trunk.forward_intermediates(x, indices=self.out_indices, norm=False, output_fmt="NCHW",
-                                                      intermediates_only=True))
+        gh, gw = (H + pad_h) // ph, (W + pad_w) // pw
+        feats = self.trunk.forward_intermediates(x, indices=self.out_indices, norm=False, output_fmt="NLC",
+                                                 intermediates_only=True)
+        last = len(self.trunk.blocks) - 1
+        outs = []
+        for i, f in zip(sorted(set(self.out_indices)), feats):
+            if self.final_norm and i == last:  # mmseg normalises the last layer's tokens before taking outputs
+                f = self.trunk.norm(f)
+            outs.append(f.transpose(1, 2).reshape(f.shape[0], -1, gh, gw))
+        by_index = dict(zip(sorted(set(self.out_indices)), outs))
+        return tuple(by_index[i] for i in self.out_indices)
 
 
 def _as_config(cfg):
@@ -164,11 +186,22 @@ class ZooEncoderDecoder(EncoderDecoder):
     """mmseg ``EncoderDecoder`` over a ``ZooViTBackbone`` (see the module docstring for the call graph).
 
     Channel widths of the neck and heads default to the backbone's width (from the registry), so configs do not
-    repeat architecture numbers. Arguments are those of ``EncoderDecoder``.
+    repeat architecture numbers. Arguments are those of ``EncoderDecoder``, plus:
+
+    Args:
+        padded_logits: What happens to the logits of an input the backbone had to pad (a side not a multiple of the
+            patch, e.g. a 512x683 ADE20K test image): ``"crop"`` (default) resizes them to the padded size and
+            crops the padding off, so every logit stays over its own pixel; ``"stretch"`` resizes the padded grid's
+            logits straight to the input size, as mmseg's ``EncoderDecoder`` does (its ViT pads inside the
+            backbone). Use ``"stretch"`` to reproduce mmseg's numbers with mmseg's weights.
     """
 
+    PADDED_LOGITS = ("crop", "stretch")
+
     def __init__(self, backbone, decode_head, neck=None, auxiliary_head=None, train_cfg=None, test_cfg=None,
-                 data_preprocessor=None, pretrained=None, init_cfg=None):
+                 data_preprocessor=None, pretrained=None, init_cfg=None, padded_logits="crop"):
+        if padded_logits not in self.PADDED_LOGITS:
+            raise ValueError(f"padded_logits must be one of {self.PADDED_LOGITS}, got {padded_logits!r}")
         backbone = _as_config(backbone)
         if backbone.get("type", "ZooViTBackbone") not in ("ZooViTBackbone", ZooViTBackbone):
             raise ValueError(f"ZooEncoderDecoder needs backbone type ZooViTBackbone, got {backbone['type']!r}")
@@ -185,6 +218,7 @@ class ZooEncoderDecoder(EncoderDecoder):
         super().__init__(backbone=backbone, decode_head=decode_head, neck=neck, auxiliary_head=auxiliary_head,
                          train_cfg=_as_config(train_cfg) or ConfigDict(), test_cfg=test_cfg,
                          data_preprocessor=data_preprocessor, pretrained=pretrained, init_cfg=init_cfg)
+        self.padded_logits = padded_logits
         self._extra_zoo_args = {}
 
     # -- the zoo surface ------------------------------------------------------------------------------------------
@@ -201,6 +235,12 @@ class ZooEncoderDecoder(EncoderDecoder):
         args = dict(num_classes=int(self.num_classes), img_size=h if h == w else [h, w],
                     patch_size=bb.patch_size[0], in_chans=bb.in_chans, channels=int(self.decode_head.channels),
                     aux_channels=int(self.auxiliary_head.channels) if self.with_auxiliary_head else 0)
+        # mmseg-compatibility switches, recorded only when they differ from the zoo's defaults
+        for key, value, default in (("final_norm", bb.final_norm, False), ("class_token", bb.class_token, True),
+                                    ("padded_logits", self.padded_logits, "crop"),
+                                    ("out_indices", list(bb.out_indices), default_out_indices(len(bb.trunk.blocks)))):
+            if value != default:
+                args[key] = value
         args.update(self._extra_zoo_args)
         return dict(name=bb.name, task="seg", args=args)
 
@@ -242,6 +282,8 @@ class ZooEncoderDecoder(EncoderDecoder):
         if (th, tw) != (H, W):
             inputs = F.pad(inputs, (0, tw - W, 0, th - H))  # bottom/right, zero = the mean colour after normalising
         logits = self.decode_head.forward(self.extract_feat(inputs))  # (B, K, th/4, tw/4)
+        if self.padded_logits == "stretch":  # mmseg: the padded grid's logits resized straight to the input size
+            return F.interpolate(logits, size=(H, W), mode="bilinear", align_corners=self.align_corners)
         logits = F.interpolate(logits, size=(th, tw), mode="bilinear", align_corners=self.align_corners)
         return logits[..., :H, :W]
 
@@ -257,7 +299,8 @@ class ZooEncoderDecoder(EncoderDecoder):
 
 
 def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, channels=512, aux_channels=256,
-              drop_path_rate=0.1, norm_type="BN", test_cfg=None):
+              drop_path_rate=0.1, norm_type="BN", test_cfg=None, out_indices=None, final_norm=False, class_token=True,
+              padded_logits="crop"):
     """The UPerNet recipe as an mmseg model dict (what ``configs/seg/_base_/models/upernet_zoo-vit.py`` spells out).
 
     Args:
@@ -270,6 +313,9 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
         drop_path_rate: Stochastic depth of the trunk (0.1 in mmseg's DeiT recipe).
         norm_type: ``BN`` (works on CPU and one GPU) or ``SyncBN`` (multi-GPU).
         test_cfg: Inference mode; default whole, or slide at the crop for fixed-token models.
+        out_indices, final_norm, class_token: Backbone options (``ZooViTBackbone``; mmseg's ViT ``out_indices``,
+            ``final_norm``, ``with_cls_token``).
+        padded_logits: ``crop`` or ``stretch`` (mmseg), see ``ZooEncoderDecoder``.
     """
     crop = _pair(img_size)
     norm_cfg = dict(type=norm_type, requires_grad=True)
@@ -281,7 +327,8 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
         data_preprocessor=dict(type="SegDataPreProcessor", mean=MEAN, std=STD, bgr_to_rgb=True, pad_val=0,
                                seg_pad_val=255, size=crop),
         backbone=dict(type="ZooViTBackbone", name=name, img_size=crop, patch_size=patch_size, in_chans=in_chans,
-                      drop_path_rate=drop_path_rate),
+                      drop_path_rate=drop_path_rate, out_indices=None if out_indices is None else list(out_indices),
+                      final_norm=final_norm, class_token=class_token),
         neck=dict(type="MultiLevelNeck", scales=[4, 2, 1, 0.5]),
         decode_head=dict(type="UPerHead", in_index=[0, 1, 2, 3], pool_scales=(1, 2, 3, 6), channels=channels,
                          dropout_ratio=0.1, num_classes=num_classes, norm_cfg=norm_cfg, align_corners=False,
@@ -292,12 +339,14 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
             loss_decode=dict(type="CrossEntropyLoss", use_sigmoid=False, loss_weight=0.4)),
         train_cfg=dict(),
         test_cfg=test_cfg,
+        padded_logits=padded_logits,
     )
     return ConfigDict(cfg)
 
 
 def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_size=512, patch_size=16, in_chans=3,
-          channels=512, aux_channels=256, drop_path_rate=0.0, norm_type="BN", test_cfg=None, backbone_checkpoint=None):
+          channels=512, aux_channels=256, drop_path_rate=0.0, norm_type="BN", test_cfg=None, backbone_checkpoint=None,
+          out_indices=None, final_norm=False, class_token=True, padded_logits="crop"):
     """Build the UPerNet segmentor for ``model_name`` (``zoo.load(name, task='seg', ...)`` lands here).
 
     Args:
@@ -306,6 +355,9 @@ def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_si
         num_classes, img_size, patch_size, in_chans, channels, aux_channels, norm_type, test_cfg: See ``model_cfg``.
         drop_path_rate: Stochastic depth (0 for inference; configs use mmseg's 0.1 for training).
         backbone_checkpoint: A classification checkpoint for the trunk (zoo safetensors, timm/DeiT, official FF).
+        out_indices, final_norm, class_token, padded_logits: mmseg-compatibility options (see ``model_cfg``);
+            mmseg's UPerNet + DeiT ``_mln_`` ADE20K weights need ``padded_logits="stretch"`` to give mmseg's logits
+            on inputs whose sides are not multiples of 16 (``zoo.convert`` loads their layout).
 
     Returns:
         A ``ZooEncoderDecoder`` in train mode with mmseg's head initialisation applied (so a later
@@ -315,7 +367,8 @@ def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_si
         raise ValueError(f"mixer {mixer!r} does not match model {model_name!r}")
     cfg = model_cfg(model_name, num_classes=num_classes, img_size=img_size, patch_size=patch_size, in_chans=in_chans,
                     channels=channels, aux_channels=aux_channels, drop_path_rate=drop_path_rate, norm_type=norm_type,
-                    test_cfg=test_cfg)
+                    test_cfg=test_cfg, out_indices=out_indices, final_norm=final_norm, class_token=class_token,
+                    padded_logits=padded_logits)
     cfg.pop("type")
     # sub-modules (data preprocessor, heads) live in mmseg's registry
     with DefaultScope.overwrite_default_scope("mmseg"):
