@@ -123,11 +123,18 @@ def test_publish_cli_end_to_end(hub_env, trained, tmp_path, monkeypatch):
     assert record["revision"] == hub_env.head(repo) and record["weights"]["sha256"] == sha
     assert torch.equal(outputs(zoo.load(f"hf-hub:{repo}")), outputs(model))
 
-    # The printed registry entry makes the tag loadable.
-    line = next(l for l in proc.stdout.splitlines() if l.strip().startswith('"ff_vit_micro.cls_fmnist"'))
-    entry = json.loads("{" + line.strip().rstrip(",") + "}")["ff_vit_micro.cls_fmnist"]
-    assert entry == dict(hf_hub_id=repo, revision=record["revision"], sha256=sha, args=record["args"])
+    # `make cards` turns the upload record into a registry entry that makes the tag loadable.
+    assert "make cards" in proc.stdout
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("zoo_make_cards", os.path.join(ROOT, "tools", "make_cards.py"))
+    make_cards = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_cards)
+    entry = make_cards.load_entries(str(tmp_path / "no-bundled"), str(tmp_path / "results"))["ff_vit_micro.cls_fmnist"]
+    assert (entry.hf_hub_id, entry.revision, entry.sha256) == (repo, record["revision"], sha)
+    assert entry.args == record["args"] and entry.metrics == {"accuracy/top1": 83.5, "accuracy/top5": 99.1}
+    from zoo import pretrained
     monkeypatch.setitem(registry.PRETRAINED, "ff_vit_micro.cls_fmnist", entry)
+    monkeypatch.setattr(pretrained, "BUNDLED_DIR", str(tmp_path / "no-bundled"))
     assert torch.equal(outputs(zoo.load("ff_vit_micro", task="cls", pretrained=True)), outputs(model))
 
 

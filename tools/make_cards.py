@@ -1,11 +1,18 @@
-"""Generate MODEL_CARDS.md from the registry's pretrained tags and the measured results (never edit it by hand).
+"""Generate the pretrained index, the bundled model cards and MODEL_CARDS.md from data (never edit them by hand).
 
-    python tools/make_cards.py            # rewrite MODEL_CARDS.md
-    python tools/make_cards.py --check    # exit 1 if MODEL_CARDS.md is stale (tests run this)
+    python tools/make_cards.py            # rewrite zoo/pretrained.json, pretrained/*/README.md, MODEL_CARDS.md
+    python tools/make_cards.py --check    # exit 1 if any of them is stale (the tests run this)
 
-Inputs: ``zoo.registry.PRETRAINED`` (what ``zoo.load(..., pretrained=True)`` can download) and
-``results/<tag>.json`` (written by ``tools/publish.py``: the published config.json plus ``hf_hub_id`` and
-``revision``). Every registry tag needs its results file, and both must agree on repo, revision and sha256.
+Inputs:
+
+- ``pretrained/<tag>/config.json``: the published folders of the checkpoints trained here (written by
+  ``tools/make_weights.py`` through ``tools/publish.py``). Each becomes one ``zoo.pretrained.PretrainedCfg`` in
+  ``zoo/pretrained.json``, which ``zoo.registry.PRETRAINED`` reads, and its card ``README.md`` is re-rendered
+  from it (a card is a function of ``config.json``).
+- ``results/<tag>.json`` (written by ``tools/publish.py`` after an upload): the Hub commit that pins the tag; a
+  tag uploaded but not bundled (a large checkpoint) is registered from this record alone.
+- ``results/metrics/<tag>.json`` (written by ``tools/make_weights.py``): the command, seed and evaluation
+  throughput shown in MODEL_CARDS.md.
 """
 import argparse
 import glob
@@ -16,60 +23,90 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from zoo import cards, registry  # noqa: E402
+from zoo import cards, pretrained  # noqa: E402
 
 OUTPUT = os.path.join(ROOT, "MODEL_CARDS.md")
 RESULTS = os.path.join(ROOT, "results")
+BUNDLED = os.path.join(ROOT, "pretrained")
 
 
-def load_records(results_dir=RESULTS, pretrained=None):
-    """Results records of the registry's tags, sorted by tag; a missing or disagreeing record is an error."""
-    pretrained = registry.PRETRAINED if pretrained is None else pretrained
-    records = {}
+def _read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def load_entries(bundled_dir=BUNDLED, results_dir=RESULTS):
+    """``{tag: PretrainedCfg}`` of the published folders under ``bundled_dir``; a folder must be named by its tag."""
+    entries = {}
+    for path in sorted(glob.glob(os.path.join(bundled_dir, "*", "config.json"))):
+        cfg = _read_json(path)
+        tag = cfg.get("pretrained_tag")
+        if tag != os.path.basename(os.path.dirname(path)):
+            raise SystemExit(f"{path}: pretrained_tag {tag!r} does not match its folder name")
+        upload = os.path.join(results_dir, f"{tag}.json")
+        revision = None
+        if os.path.isfile(upload):  # uploaded: the record pins the commit and must hold the same weights
+            rec = _read_json(upload)
+            if (rec.get("weights") or {}).get("sha256") != cfg["weights"]["sha256"]:
+                raise SystemExit(f"{upload} records other weights than {path}; publish again or remove the record")
+            revision = rec.get("revision")
+        entries[tag] = pretrained.PretrainedCfg.from_published(cfg, revision=revision)
+    # Checkpoints on the Hub only (too large to ship): the upload record holds their config.json.
     for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
-        with open(path) as f:
-            rec = json.load(f)
+        rec = _read_json(path)
         tag = rec.get("pretrained_tag")
         if f"{tag}.json" != os.path.basename(path):
             raise SystemExit(f"{path}: pretrained_tag {tag!r} does not match the file name")
-        records[tag] = rec
-    problems = []
-    for tag, entry in sorted(pretrained.items()):
-        rec = records.get(tag)
-        if rec is None:
-            problems.append(f"registry tag {tag} has no {os.path.relpath(results_dir, ROOT)}/{tag}.json")
-            continue
-        for key, got in (("hf_hub_id", rec.get("hf_hub_id")), ("revision", rec.get("revision")),
-                         ("sha256", (rec.get("weights") or {}).get("sha256"))):
-            if entry.get(key) != got:
-                problems.append(f"{tag}: registry {key} {entry.get(key)!r} != results {got!r}")
-    if problems:
-        raise SystemExit("registry and results disagree:\n  " + "\n  ".join(problems))
-    return [records[t] for t in sorted(pretrained)]
+        if tag not in entries:
+            if not rec.get("revision"):
+                raise SystemExit(f"{path}: an upload record without the commit (revision) that pins it")
+            entries[tag] = pretrained.PretrainedCfg.from_published(rec, revision=rec["revision"])
+    return entries
 
 
-def render(results_dir=RESULTS, pretrained=None):
+def load_results(results_dir=RESULTS):
+    """``{tag: record}`` of ``results/metrics/*.json``."""
+    return {os.path.basename(p)[:-5]: _read_json(p)
+            for p in sorted(glob.glob(os.path.join(results_dir, "metrics", "*.json")))}
+
+
+def outputs(bundled_dir=BUNDLED, results_dir=RESULTS, output=OUTPUT, index=pretrained.INDEX_PATH):
+    """``{path: text}`` of every generated file."""
+    entries = load_entries(bundled_dir, results_dir)
+    files = {index: pretrained.index_text(entries),
+             output: cards.model_cards_md(entries, load_results(results_dir))}
+    for tag in entries:
+        folder = os.path.join(bundled_dir, tag)
+        files[os.path.join(folder, "README.md")] = cards.model_card(_read_json(os.path.join(folder, "config.json")))
+    return files
+
+
+def render(results_dir=RESULTS, bundled_dir=BUNDLED):
     """The text of MODEL_CARDS.md."""
-    return cards.model_cards_md(load_records(results_dir, pretrained))
+    return outputs(bundled_dir, results_dir)[OUTPUT]
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--check", action="store_true", help="exit 1 if MODEL_CARDS.md differs from the generated text")
-    p.add_argument("--results-dir", default=RESULTS)
-    p.add_argument("--output", default=OUTPUT)
+    p.add_argument("--check", action="store_true", help="exit 1 if a generated file differs from its data")
     args = p.parse_args(argv)
-    text = render(args.results_dir)
-    if args.check:
-        current = open(args.output).read() if os.path.isfile(args.output) else None
+    files = outputs()
+    stale = []
+    for path, text in files.items():
+        current = open(path).read() if os.path.isfile(path) else None
         if current != text:
-            print(f"{args.output} is stale: run `make cards` (python tools/make_cards.py)", file=sys.stderr)
+            stale.append(path)
+            if not args.check:
+                with open(path, "w") as f:
+                    f.write(text)
+    rel = [os.path.relpath(p, ROOT) for p in stale]
+    if args.check:
+        if stale:
+            print(f"stale: {', '.join(rel)}: run `make cards` (python tools/make_cards.py)", file=sys.stderr)
             return 1
-        print(f"{args.output} is up to date")
+        print(f"{len(files)} generated files are up to date")
         return 0
-    with open(args.output, "w") as f:
-        f.write(text)
-    print(f"wrote {args.output}")
+    print(f"wrote {', '.join(rel) or 'nothing (all up to date)'}")
     return 0
 
 

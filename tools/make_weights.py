@@ -95,7 +95,7 @@ def make_one(tag, config, args):
     staging = out + ".new"
     shutil.rmtree(staging, ignore_errors=True)
     _run([py, "tools/publish.py", "--config", config, "--checkpoint", ckpt, "--tag", tag, "--metrics", metrics_path,
-          "--repo-id", f"{args.org}/{tag.replace('.', '-')}", "--out", staging, "--no-upload"], log, env)
+          "--repo-id", f"{args.org}/{tag}", "--out", staging, "--no-upload"], log, env)
     if osp.isdir(out):  # replace only once the new folder is complete
         shutil.rmtree(out)
     os.replace(staging, out)

@@ -7,7 +7,7 @@ Steps: read the metrics (refuses to publish without measured metrics), build the
 read the training checkpoint and keep the model's weights only (optimizer, message hub, schedulers and EMA
 copies are dropped), write the published folder with ``zoo.save_pretrained``, upload its three files in ONE
 commit (a failed upload leaves the repo as it was), write ``results/<tag>.json`` and print the
-``zoo.registry.PRETRAINED`` entry to add.
+command that registers it (``make cards``).
 
 The model comes from the config as follows. Preferred: the config's ``model`` dict builds (after its
 ``custom_imports``) an mmengine model with a ``zoo_model`` property returning the zoo ``nn.Module``; the
@@ -215,12 +215,8 @@ def main(argv=None):
     with open(result_path, "w") as f:
         json.dump(record, f, indent=2)
         f.write("\n")
-    entry = dict(hf_hub_id=args.repo_id, revision=oid, sha256=written["weights"]["sha256"],
-                 args={k: v for k, v in written["args"].items()})
     print(f"published {tag} to {args.repo_id} in one commit {oid} ({url})")
-    print(f"wrote {result_path}")
-    print("add to zoo/registry.py PRETRAINED, then run `make cards`:")
-    print(f"    {json.dumps(tag)}: {json.dumps(entry)},")
+    print(f"wrote {result_path}; run `make cards` to register {tag} (zoo/pretrained.json) and update MODEL_CARDS.md")
     return 0
 
 

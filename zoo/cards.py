@@ -5,8 +5,8 @@ A card has YAML front matter the Hub reads (``library_name``, ``license``, ``tag
 what the model is, its token mixer's paper, the training data and recipe, the evaluation results, usage code and
 the citation. ``MODEL_CARDS.md`` (``tools/make_cards.py``) is rendered from the same records.
 
-The front matter is written by a small emitter here (block style, strings quoted JSON-style when they are not
-plain words), so the library needs no YAML package; the Hub's own parser reads it (tested).
+The front matter is ``huggingface_hub``'s ``ModelCardData`` with one ``EvalResult`` per metric (the Hub's
+model-index schema), so the Hub parses it exactly as it writes it.
 """
 import json
 import re
@@ -141,60 +141,19 @@ def metric_type(name):
     return re.sub(r"[^a-z0-9]+", "_", low).strip("_")
 
 
-# -- YAML front matter ------------------------------------------------------------------------------------------
-_PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9_./+-]*$")
-_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "none"}
-
-
-def _scalar(value):
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value) if isinstance(value, int) else json.dumps(float(value))
-    text = str(value)
-    if _PLAIN.match(text) and text.lower() not in _YAML_WORDS:
-        return text
-    return json.dumps(text)  # a JSON string is a valid YAML double-quoted scalar
-
-
-def _yaml_lines(value, indent):
-    pad = " " * indent
-    if isinstance(value, dict):
-        lines = []
-        for k, v in value.items():
-            if isinstance(v, (dict, list)) and v:
-                lines.append(f"{pad}{_scalar(k)}:")
-                lines.extend(_yaml_lines(v, indent + (2 if isinstance(v, dict) else 0)))
-            else:
-                lines.append(f"{pad}{_scalar(k)}: {_scalar(v) if not isinstance(v, (dict, list)) else '[]'}")
-        return lines
-    if isinstance(value, list):
-        lines = []
-        for item in value:
-            if isinstance(item, (dict, list)) and item:
-                sub = _yaml_lines(item, indent + 2)
-                lines.append(f"{pad}- {sub[0].lstrip()}")
-                lines.extend(sub[1:])
-            else:
-                lines.append(f"{pad}- {_scalar(item)}")
-        return lines
-    return [pad + _scalar(value)]
-
-
-def to_yaml(data):
-    """Block-style YAML of plain data (dicts, lists, strings, numbers, booleans, None)."""
-    return "\n".join(_yaml_lines(data, 0)) + "\n"
-
-
 # -- the card ---------------------------------------------------------------------------------------------------
 def _title(cfg):
     return cfg.get("pretrained_tag") or cfg["name"]
 
 
-def card_metadata(cfg):
-    """The front matter dict of a card (what the Hub indexes)."""
+def rounded(value):
+    """A metric as a card shows it: 4 significant digits (evaluation is exact; more digits are noise to a reader)."""
+    return float(f"{value:.4g}") if isinstance(value, float) else value
+
+
+def card_data(cfg):
+    """The front matter of a card as ``huggingface_hub.ModelCardData`` (its model-index holds the metrics)."""
+    from huggingface_hub import EvalResult, ModelCardData
     mixer = cfg["architecture"]["mixer"]
     pipeline, task_type, task_name = TASKS[cfg["task"]]
     dataset = cfg.get("dataset") or {}
@@ -203,27 +162,23 @@ def card_metadata(cfg):
         tags.append(f"arxiv:{ARXIV[mixer]}")  # the Hub's way of linking a paper
     if dataset.get("key"):
         tags.append(dataset["key"])
-    meta = {"library_name": "zoo", "license": cfg.get("license") or "apache-2.0", "tags": tags}
-    if dataset.get("id"):
-        meta["datasets"] = [dataset["id"]]
-    meta["pipeline_tag"] = pipeline
-    if cfg.get("metrics"):
-        ds = {"name": dataset.get("name", "unknown"), "type": dataset.get("id") or dataset.get("key") or "unknown"}
-        if dataset.get("split"):
-            ds["split"] = dataset["split"]
-        meta["model-index"] = [{
-            "name": _title(cfg),
-            "results": [{
-                "task": {"type": task_type, "name": task_name},
-                "dataset": ds,
-                "metrics": [{"type": metric_type(k), "value": v, "name": k} for k, v in cfg["metrics"].items()],
-            }],
-        }]
-    return meta
+    results = [EvalResult(task_type=task_type, task_name=task_name, dataset_type=dataset.get("id") or
+                          dataset.get("key") or "unknown", dataset_name=dataset.get("name", "unknown"),
+                          dataset_split=dataset.get("split"), metric_type=metric_type(k), metric_name=k,
+                          metric_value=rounded(v))
+               for k, v in (cfg.get("metrics") or {}).items()]
+    return ModelCardData(library_name="zoo", license=cfg.get("license") or "apache-2.0", tags=tags,
+                         datasets=[dataset["id"]] if dataset.get("id") else None, pipeline_tag=pipeline,
+                         model_name=_title(cfg), eval_results=results or None)
+
+
+def card_metadata(cfg):
+    """The front matter of a card as a plain dict (what the Hub indexes)."""
+    return card_data(cfg).to_dict()
 
 
 def _fmt(value):
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    return str(rounded(value))
 
 
 def model_card(cfg):
@@ -236,7 +191,7 @@ def model_card(cfg):
     inp = cfg.get("input") or {}
     weights = cfg.get("weights") or {}
     title = _title(cfg)
-    out = ["---", to_yaml(card_metadata(cfg)).rstrip("\n"), "---", "", f"# {title}", ""]
+    out = ["---", card_data(cfg).to_yaml(), "---", "", f"# {title}", ""]
     trained = f", trained on {dataset['name']}" if dataset else " (no training dataset recorded)"
     out.append(f"`{cfg['name']}` for {task_name.lower()}{trained}: the zoo's isotropic ViT-style trunk "
                f"(size `{size}`: width {dims.get('embed_dim', '?')}, {dims.get('depth', '?')} blocks, "
@@ -321,34 +276,88 @@ def model_card(cfg):
 
 
 # -- MODEL_CARDS.md ---------------------------------------------------------------------------------------------
-def model_cards_md(records):
-    """The text of ``MODEL_CARDS.md`` from published records (``results/<tag>.json``, sorted by tag)."""
+# The number a table cell shows per task: the first of these metric names that the checkpoint has.
+PRIMARY_METRICS = {
+    "cls": ("top1", "accuracy/top1"),
+    "seg": ("mIoU",),
+    "gen": ("FID(inception-v3)", "FID(fmnist-clf)", "FID"),
+    "pcls": ("OA",),
+    "pseg": ("instance_mIoU",),
+}
+TASK_ORDER = ("cls", "seg", "gen", "pcls", "pseg")
+
+
+def primary_metric(task, metrics):
+    """``(name, value)`` of the metric a summary shows for ``task``; ``(None, None)`` when none is recorded."""
+    for name in PRIMARY_METRICS.get(task, ()):
+        if name in (metrics or {}):
+            return name, metrics[name]
+    return next(iter((metrics or {}).items()), (None, None))
+
+
+def _throughput(rec):
+    t = (rec or {}).get("throughput") or {}
+    return f"{t['value']:.0f} {t['unit']}" if t.get("value") else "?"
+
+
+def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"):
+    """The text of ``MODEL_CARDS.md``.
+
+    Args:
+        entries: ``{tag: zoo.pretrained.PretrainedCfg}`` of the checkpoints to list.
+        results: ``{tag: record}`` of ``results/metrics/<tag>.json`` (throughput, command, seed), optional.
+        card_link: Where each tag's card is, relative to MODEL_CARDS.md.
+    """
+    results = results or {}
     out = ["# Model cards", "",
-           "<!-- Generated by tools/make_cards.py from zoo.registry.PRETRAINED and results/*.json. "
-           "Do not edit by hand: run `make cards`. -->", ""]
-    if not records:
-        out += ["No checkpoint is published yet. `tools/publish.py` publishes one (see docs/hub.md): it writes "
-                "`results/<tag>.json`, and the registry entry it prints goes into `zoo.registry.PRETRAINED`; then "
-                "`make cards` regenerates this file.", ""]
+           "<!-- Generated by tools/make_cards.py from pretrained/*/config.json (zoo/pretrained.json) and "
+           "results/metrics/*.json. Do not edit by hand: run `make cards`. -->", ""]
+    if not entries:
+        out += ["No checkpoint is registered yet. `make weights` trains the bundled ones (tools/make_weights.py); "
+                "`tools/publish.py` publishes one to the Hub (docs/hub.md); then `make cards` regenerates this file.",
+                ""]
         return "\n".join(out)
-    out += ["| Tag | Task | Dataset | Metrics | Params | Hub repo | Revision | sha256 |",
-            "|---|---|---|---|---|---|---|---|"]
-    for r in records:
-        metrics = ", ".join(f"{k} {_fmt(v)}" for k, v in (r.get("metrics") or {}).items())
-        params = (r.get("weights") or {}).get("num_params")
-        params = f"{params / 1e6:.3f} M" if params is not None else "?"
-        out.append(f"| `{r['pretrained_tag']}` | {TASKS[r['task']][2]} | {(r.get('dataset') or {}).get('name', '?')} "
-                   f"| {metrics} | {params} | [{r['hf_hub_id']}](https://huggingface.co/{r['hf_hub_id']}) "
-                   f"| `{str(r['revision'])[:12]}` | `{r['weights']['sha256'][:12]}` |")
-    for r in records:
-        mixer = r["architecture"]["mixer"]
-        out += ["", f"## {r['pretrained_tag']}", "",
-                f"- Model: `{r['name']}`, token mixer {mixer}: {PAPERS.get(mixer, mixer)}.",
-                f"- Data: {(r.get('dataset') or {}).get('name', 'not recorded')}; recipe "
-                f"`{r.get('training_config') or 'not recorded'}`.",
-                f"- Load: `zoo.load(\"{r['name']}\", task=\"{r['task']}\", pretrained=True)` or "
-                f"`zoo.load(\"hf-hub:{r['hf_hub_id']}@{r['revision']}\")`."]
-        if r.get("command"):
-            out.append(f"- Measured with: `{r['command']}`")
+    by_cell = {}
+    for tag, e in entries.items():
+        mixer = e.model.split("_")[0]
+        by_cell.setdefault((e.model.split("_", 1)[1], mixer, e.task), e)
+    families = sorted({k[0] for k in by_cell})
+    for family in families:
+        mixers = [m for m in ("sa", "ea", "effa", "ff") if any(k[:2] == (family, m) for k in by_cell)]
+        tasks = [t for t in TASK_ORDER if any(k[0] == family and k[2] == t for k in by_cell)]
+        heads = []
+        for t in tasks:
+            e = next(v for k, v in by_cell.items() if k[0] == family and k[2] == t)
+            name, _ = primary_metric(t, e.metrics)
+            heads.append(f"{t}: {e.dataset_name or e.dataset}, {name}")
+        out += [f"## `{{mixer}}_{family}`: one checkpoint per mixer and task", "",
+                "Each cell: the card's metric (measured here, by `tools/test.py --json-out` on the evaluation split), "
+                "parameters, and evaluation throughput on one CPU thread here (`tools/make_weights.py --throughput`); "
+                "the metric links to the card.", "",
+                "| mixer | " + " | ".join(heads) + " |", "|---|" + "---|" * len(tasks)]
+        for m in mixers:
+            cells = []
+            for t in tasks:
+                e = by_cell.get((family, m, t))
+                if e is None:
+                    cells.append("-")
+                    continue
+                _, value = primary_metric(t, e.metrics)
+                params = f"{e.num_params / 1e6:.2f} M" if e.num_params else "?"
+                cells.append(f"[{_fmt(value)}]({card_link.format(tag=e.tag)}) · {params} · "
+                             f"{_throughput(results.get(e.tag))}")
+            out.append(f"| `{m}` | " + " | ".join(cells) + " |")
+        out.append("")
+    out += ["## Every checkpoint", "",
+            "| Tag | Dataset | Metrics | Metrics from | Params | sha256 | Hub | Reproduce |", "|---|---|---|---|---|---|---|---|"]
+    for tag in sorted(entries):
+        e = entries[tag]
+        rec = results.get(tag) or {}
+        metrics = ", ".join(f"{k} {_fmt(v)}" for k, v in e.metrics.items())
+        params = f"{e.num_params / 1e6:.3f} M" if e.num_params else "?"
+        hub_ref = f"`{e.hf_hub_id}@{e.revision[:12]}`" if e.revision else "not uploaded (ships in `pretrained/`)"
+        command = f"`{rec['command']}`" if rec.get("command") else (e.source or "?")
+        out.append(f"| [`{tag}`]({card_link.format(tag=tag)}) | {e.dataset_name or e.dataset or '?'} | {metrics} "
+                   f"| {e.metrics_source} | {params} | `{(e.sha256 or '?')[:12]}` | {hub_ref} | {command} |")
     out.append("")
     return "\n".join(out)

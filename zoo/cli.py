@@ -1,6 +1,7 @@
 """The ``zoo`` console command: look at what the zoo holds.
 
     zoo list [PATTERN] [--task seg] [--pretrained]
+    zoo pretrained [PATTERN] [--task seg]        # table: tag, params, dataset, metric
     zoo mixers
     zoo info ea_vit_base [--task cls]
 
@@ -18,6 +19,24 @@ def _list(args):
     names = registry.list_pretrained(args.pattern, task=args.task) if args.pretrained else \
         registry.list_models(args.pattern, task=args.task)
     print("\n".join(names) if names else "(none)")
+
+
+def pretrained_table(tags):
+    """Rows of ``zoo pretrained``: tag, parameters, dataset, the card's main metric and where it comes from."""
+    from .cards import primary_metric
+    rows = [("tag", "params", "dataset", "metric", "from")]
+    for tag in tags:
+        e = registry.PRETRAINED[tag]
+        name, value = primary_metric(e.task, e.metrics)
+        rows.append((tag, f"{e.num_params / 1e6:.2f}M" if e.num_params else "?", e.dataset_name or e.dataset or "?",
+                     f"{name} {value:.4g}" if name else "?", e.metrics_source))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def _pretrained(args):
+    tags = registry.list_pretrained(args.pattern, task=args.task)
+    print("\n".join(pretrained_table(tags)) if tags else "(none)")
 
 
 def _mixers(args):
@@ -42,6 +61,10 @@ def main(argv=None):
     q.add_argument("--task", default=None)
     q.add_argument("--pretrained", action="store_true", help="list pretrained tags instead")
     q.set_defaults(func=_list)
+    q = sub.add_parser("pretrained", help="pretrained checkpoints as a table (tag, params, dataset, metric)")
+    q.add_argument("pattern", nargs="?", default=None, help="glob, e.g. 'ea_*' or '*.seg_*'")
+    q.add_argument("--task", default=None)
+    q.set_defaults(func=_pretrained)
     sub.add_parser("mixers", help="mixer codes and their papers").set_defaults(func=_mixers)
     q = sub.add_parser("info", help="size, parameter count and weights of one model")
     q.add_argument("name")

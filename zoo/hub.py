@@ -501,39 +501,76 @@ def load_published(name, **kwargs):
         source = f"hf-hub:{target}@{commit}"
     cfg = read_config(config_path, source)
     model = build_from_config(cfg, **overrides)
-    return load_weights(model, weights_path, cfg, source)
+    load_weights(model, weights_path, cfg, source)
+    if cfg.get("pretrained_tag"):  # the same description as a registry tag gives (timm's pretrained_cfg)
+        from .pretrained import PretrainedCfg
+        model.pretrained_cfg = {**cfg, **PretrainedCfg.from_published(cfg, revision=revision).to_dict()}
+    return model
 
 
-def load_pretrained_tag(model, tag, cfg, **hub_kwargs):
-    """Fill ``model`` (built by the registry) with the weights of pretrained ``tag``.
+def _cached_only(repo_id, filename, revision, hub_kwargs):
+    """The Hub cache's copy of a file, or ``None`` (never touches the network)."""
+    opts = {k: v for k, v in hub_kwargs.items() if k in ("cache_dir", "endpoint", "token")}
+    try:
+        return download(repo_id, filename, revision, local_files_only=True, **opts)
+    except HubError:
+        return None
+
+
+def resolve_pretrained_files(entry, **hub_kwargs):
+    """Where the files of a pretrained entry are: ``(config_path, weights_path, source)``.
+
+    Order: the source checkout's ``pretrained/<tag>/`` folder, then the Hub cache, then a download from the Hub
+    (not when offline). ``force_download=True`` skips the first two. The caller checks the sha256 on every path.
+    """
+    tag = entry.tag
+    force = hub_kwargs.get("force_download", False)
+    folder = entry.bundled_dir
+    if not force and os.path.isfile(os.path.join(folder, WEIGHTS_NAME)):
+        return os.path.join(folder, CONFIG_NAME), os.path.join(folder, WEIGHTS_NAME), f"{tag} ({folder})"
+    if not force:
+        config_path = _cached_only(entry.hf_hub_id, CONFIG_NAME, entry.revision, hub_kwargs)
+        weights_path = config_path and _cached_only(entry.hf_hub_id, entry.file,
+                                                    _commit_of(config_path, entry.revision), hub_kwargs)
+        if weights_path:
+            return config_path, weights_path, f"{tag} (Hub cache of {entry.hf_hub_id})"
+    try:
+        config_path, weights_path, commit = fetch(entry.hf_hub_id, entry.revision, **hub_kwargs)
+    except HubError as e:
+        raise HubError(f"{tag}: not in this checkout ({folder}) nor in the Hub cache, and the download failed: {e}"
+                       + ("" if entry.revision else " The checkpoint is not published on the Hub yet; it ships "
+                          "with the source checkout (git clone the zoo repository).")) from None
+    return config_path, weights_path, f"{tag} (hf-hub:{entry.hf_hub_id}@{commit})"
+
+
+def load_pretrained_tag(model, entry, **hub_kwargs):
+    """Fill ``model`` (built by the registry for the entry's model and task) with the weights of ``entry``.
 
     Args:
         model: The model ``zoo.load`` built for the tag's name and task.
-        tag: ``{model}.{task}_{dataset}``.
-        cfg: ``zoo.registry.PRETRAINED[tag]``: ``hf_hub_id``, ``revision`` (a commit hash pins the files) and
-            ``sha256`` of ``model.safetensors``, verified after download: a mismatch is an error.
+        entry: A ``zoo.pretrained.PretrainedCfg``: the checkout folder, Hub repo (``hf_hub_id``, pinned
+            ``revision``) and ``sha256`` of the weights, verified before anything else of the files is used.
         **hub_kwargs: Download options (see ``download``).
 
     Returns:
-        The model, weights loaded (``model.pretrained_cfg`` holds the published ``config.json``).
+        The model, weights loaded; ``model.pretrained_cfg`` is ``entry.to_dict()`` completed by its ``config.json``.
     """
-    missing = [k for k in ("hf_hub_id", "revision", "sha256") if not cfg.get(k)]
-    if missing:
-        raise HubError(f"registry entry of {tag!r} lacks {', '.join(missing)} (zoo.registry.PRETRAINED)")
-    if not _SHA256_RE.match(str(cfg["sha256"]).lower()):
-        raise HubError(f"registry entry of {tag!r}: sha256 {cfg['sha256']!r} is not 64 hex digits")
-    config_path, weights_path, commit = fetch(cfg["hf_hub_id"], cfg["revision"], **hub_kwargs)
-    source = f"{tag} (hf-hub:{cfg['hf_hub_id']}@{commit})"
-    # The pinned sha256 is checked before anything else of the download is trusted.
-    digest = _check_sha(weights_path, cfg["sha256"], source, f"zoo.registry.PRETRAINED[{tag!r}]")
+    if not entry.sha256 or not _SHA256_RE.match(entry.sha256):
+        raise HubError(f"registry entry of {entry.tag!r} needs the 64-digit sha256 of its weights "
+                       f"(zoo.registry.PRETRAINED), got {entry.sha256!r}")
+    config_path, weights_path, source = resolve_pretrained_files(entry, **hub_kwargs)
+    digest = _check_sha(weights_path, entry.sha256, source, f"zoo.registry.PRETRAINED[{entry.tag!r}]")
     pub = read_config(config_path, source)
     zc = getattr(model, "zoo_config", {})
     if (pub["name"], pub["task"]) != (zc.get("name"), zc.get("task")):
         raise ArchitectureMismatchError(
-            f"{source}: the repo's {CONFIG_NAME} describes {pub['name']} (task {pub['task']}) but the tag is for "
-            f"{zc.get('name')} (task {zc.get('task')}); the registry entry points at the wrong repo.")
+            f"{source}: its {CONFIG_NAME} describes {pub['name']} (task {pub['task']}) but the tag is for "
+            f"{zc.get('name')} (task {zc.get('task')}); the registry entry points at the wrong files.")
     load_weights(model, weights_path, pub, source, digest=digest)
-    model.pretrained_cfg = pub
+    # The entry's fields, completed by what the loaded config.json says (labels, input spec, metrics).
+    from .pretrained import PretrainedCfg
+    published = PretrainedCfg.from_published({**pub, "pretrained_tag": entry.tag}).to_dict()
+    model.pretrained_cfg = {**published, **{k: v for k, v in entry.to_dict().items() if v not in (None, {}, [], "")}}
     return model
 
 

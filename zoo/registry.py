@@ -8,6 +8,7 @@ import difflib
 import importlib
 
 from . import mixers
+from . import pretrained as _pretrained
 from .backbones.vit import SIZES
 
 ARCHS = ("vit",)
@@ -34,12 +35,9 @@ TASK_ALIASES = {
 TASK_NAMES = {"cls": "image classification", "seg": "semantic segmentation", "gen": "image generation (GAN)",
               "pcls": "point-cloud classification", "pseg": "point-cloud part segmentation"}
 
-# tag -> where its weights live: ``hf_hub_id`` (repo id, ``zoo-models/{tag}``), ``revision`` (the commit hash the
-# publish made, so the files cannot move under a tag), ``sha256`` of ``model.safetensors`` (verified after
-# download) and ``args`` (the architecture arguments the weights need, the defaults of ``zoo.load``). An entry is
-# added only for a checkpoint actually published, from what ``tools/publish.py`` prints; ``results/<tag>.json``
-# holds its measured metrics (docs/hub.md).
-PRETRAINED = {}
+# tag -> ``zoo.pretrained.PretrainedCfg``: the checkpoints trained here (the generated index ``zoo/pretrained.json``,
+# from the folders under ``pretrained/``), then upstream ones converted on download.
+PRETRAINED = dict(_pretrained.read_index())
 
 
 def _close(name, options):
@@ -78,30 +76,35 @@ def list_models(pattern=None, task=None, pretrained=False):
         names = [n for n in names if fnmatch.fnmatch(n, pattern)]
     if pretrained:
         tags = list_pretrained(task=task)
-        names = [n for n in names if any(t.split(".")[0] == n for t in tags)]
+        names = [n for n in names if any(_pretrained.parse_tag(t).model == n for t in tags)]
     return names
 
 
 def list_pretrained(pattern=None, task=None):
-    """Pretrained tags (``model.task_dataset``), optionally filtered."""
+    """Pretrained tags (``model.task_dataset``), optionally filtered by a glob ``pattern`` and a ``task``."""
     import fnmatch
     tags = sorted(PRETRAINED)
     if task is not None:
         task = resolve_task(task)
-        tags = [t for t in tags if t.split(".", 1)[1].split("_", 1)[0] == task]
+        tags = [t for t in tags if _pretrained.parse_tag(t).task == task]
     if pattern:
-        tags = [t for t in tags if fnmatch.fnmatch(t, pattern)]
+        tags = [t for t in tags if fnmatch.fnmatch(t, pattern.lower())]
     return tags
 
 
+def pretrained_cfg(tag):
+    """The ``PretrainedCfg`` of ``tag``; an unknown tag names the close ones and what its model has."""
+    parsed = _pretrained.parse_tag(tag)
+    entry = PRETRAINED.get(str(parsed))
+    if entry is None:
+        have = list_pretrained(f"{parsed.model}.*")
+        raise ValueError(f"no pretrained weights {str(parsed)!r}.{_close(str(parsed), PRETRAINED)} "
+                         f"{parsed.model} has: {', '.join(have) or 'none'} (zoo.list_pretrained()).")
+    return entry
+
+
 def find_pretrained(name, task):
-    """The pretrained tag of ``name`` for ``task``; an error names what exists when there is none."""
-    if "." in name:
-        base, tag = name, name
-        if tag not in PRETRAINED:
-            raise ValueError(f"no pretrained weights {tag!r}.{_close(tag, PRETRAINED)} Available for "
-                             f"{base.split('.')[0]}: {', '.join(list_pretrained(base.split('.')[0] + '.*')) or 'none'}")
-        return tag
+    """The pretrained tag of model ``name`` for ``task``; an error names what exists when there is none."""
     tags = list_pretrained(f"{name}.*", task=task)
     if not tags:
         have = list_pretrained(f"{name}.*")
@@ -109,7 +112,21 @@ def find_pretrained(name, task):
                          f"{'it has: ' + ', '.join(have) if have else 'it has none for any task'}. "
                          f"Models with {task} weights: {', '.join(list_models(task=task, pretrained=True)) or 'none'}. "
                          f"Use pretrained=False for a randomly initialised model.")
+    if len(tags) > 1:  # several datasets for one task: the user picks the tag
+        raise ValueError(f"{name} has several {task} checkpoints ({', '.join(tags)}); load one by its tag, "
+                         f"e.g. zoo.load({tags[0]!r})")
     return tags[0]
+
+
+def canonical_name(name):
+    """``name`` as registered: exact, else matched case-insensitively (unknown names list close matches)."""
+    if name in MODELS:
+        return name
+    low = name.lower()
+    if low in MODELS:
+        return low
+    model_info(name)  # raises with close matches
+    return name
 
 
 def build(name, task="cls", **kwargs):
@@ -123,39 +140,62 @@ def build(name, task="cls", **kwargs):
     return model
 
 
-def load(name, task="cls", pretrained=False, checkpoint=None, checkpoint_options=None, **kwargs):
+def load(name, task=None, pretrained=False, checkpoint=None, checkpoint_options=None, **kwargs):
     """Build a model for a task, optionally with weights.
 
     Args:
-        name: A registered name (``ea_vit_base``), a pretrained tag (``ff_vit_micro.cls_fmnist``), or a published
-            folder: ``hf-hub:org/name[@revision]`` or ``local-dir:/path``.
-        task: ``cls``, ``seg``, ``gen``, ``pcls`` or ``pseg`` (long aliases accepted).
-        pretrained: Download the registry's weights for this task (never falls back to random weights).
+        name: A registered name (``ea_vit_base``), a pretrained tag (``ea_vit_micro.seg_scenes``), or a published
+            folder: ``hf-hub:org/name[@revision]`` or ``local-dir:/path``. Names are matched case-insensitively.
+        task: ``cls``, ``seg``, ``gen``, ``pcls`` or ``pseg`` (long aliases accepted); default ``cls`` for a name.
+            A tag or a published folder names its own task: another ``task`` is an error.
+        pretrained: Load the registry's weights for this task (``True``) or a tag; never falls back to random
+            weights. The checkout's ``pretrained/<tag>/`` folder is used first, then the Hub cache, then a download;
+            the sha256 of the entry is checked on every path.
         checkpoint: A local weights file (zoo safetensors, or a foreign layout that ``zoo.convert`` recognises).
         checkpoint_options: Options of ``zoo.convert.load_checkpoint``, e.g. ``dict(drop_head=True)`` to keep a
             fresh head for another ``num_classes``, ``dict(drop_distillation=True)`` for distilled DeiT weights.
-        **kwargs: Task arguments, e.g. ``num_classes``, ``img_size``, ``in_chans``, ``patch_size``.
+        **kwargs: Task arguments, e.g. ``num_classes``, ``img_size``, ``in_chans``, ``patch_size``; and download
+            options (``cache_dir``, ``force_download``, ``local_files_only``, ``endpoint``, ``token``).
 
     Returns:
-        The ``nn.Module`` for the task (in train mode, as torch modules start).
+        The ``nn.Module`` for the task (in train mode, as torch modules start). With weights from a tag or a
+        published folder, ``model.pretrained_cfg`` describes them (input spec, labels, dataset, metrics, source).
     """
+    task = resolve_task(task.lower() if isinstance(task, str) else task) if task is not None else None
     if name.startswith(("hf-hub:", "local-dir:")):
         from . import hub
-        return hub.load_published(name, **kwargs)
-    if "." in name:  # a pretrained tag names its task: ff_vit_micro.cls_fmnist -> cls
-        tag = find_pretrained(name, task)
-        name, pretrained, task = tag.split(".")[0], tag, tag.split(".", 1)[1].split("_", 1)[0]
+        model = hub.load_published(name, **kwargs)
+        if task is not None and model.zoo_config["task"] != task:
+            raise ValueError(f"{name} is a {model.zoo_config['task']} checkpoint, not {task}: drop task={task!r} "
+                             f"(a published folder names its own task)")
+        return model
+    if _pretrained.looks_like_tag(name):  # a pretrained tag names its task: ff_vit_micro.cls_fmnist -> cls
+        if pretrained not in (False, True):
+            raise ValueError(f"{name!r} is already a tag; do not also pass pretrained={pretrained!r}")
+        parsed = _pretrained.parse_tag(name)
+        if task is not None and resolve_task(parsed.task) != task:
+            raise ValueError(f"tag {name!r} holds {parsed.task} weights, not {task}: drop task={task!r} or pick a "
+                             f"{task} tag ({', '.join(list_pretrained(f'{parsed.model}.*', task=task)) or 'none'})")
+        pretrained = str(pretrained_cfg(name).tag)
     elif pretrained is True:  # resolve the tag before building, so a missing one fails fast
-        pretrained = find_pretrained(name, resolve_task(task))
+        pretrained = find_pretrained(canonical_name(name), task or "cls")
+    elif pretrained:
+        pretrained = pretrained_cfg(pretrained).tag
+    entry = None
     if pretrained:
+        entry = PRETRAINED[pretrained]
+        parsed = _pretrained.parse_tag(pretrained)
+        if task is not None and resolve_task(parsed.task) != task:
+            raise ValueError(f"pretrained={pretrained!r} holds {parsed.task} weights, not {task}")
+        name, task = parsed.model, resolve_task(parsed.task)
         from . import hub
         # Download options (cache_dir, force_download, ...) go to the hub; the tag's architecture arguments
         # (e.g. num_classes=10, img_size=28, in_chans=1 for Fashion-MNIST) are the defaults of the build.
         hub_kwargs = {k: kwargs.pop(k) for k in hub.DOWNLOAD_OPTIONS if k in kwargs}
-        kwargs = {**PRETRAINED[pretrained].get("args", {}), **kwargs}
-    model = build(name, task=task, **kwargs)
-    if pretrained:
-        hub.load_pretrained_tag(model, pretrained, PRETRAINED[pretrained], **hub_kwargs)
+        kwargs = {**entry.args, **kwargs}
+    model = build(canonical_name(name), task=task or "cls", **kwargs)
+    if entry is not None:
+        hub.load_pretrained_tag(model, entry, **hub_kwargs)
     if checkpoint is not None:
         from . import convert
         convert.load_checkpoint(model, checkpoint, **(checkpoint_options or {}))
