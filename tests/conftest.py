@@ -1,7 +1,15 @@
 import os
+import sys
 
 import pytest
 import torch
+
+# tests/ is a package (see __init__.py), so pytest imports these modules as tests.<name>; they also import each
+# other by plain name (`from hub_server import hub_env`, `from test_train_cls import ...`), so the folder itself
+# goes on sys.path as well.
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
 
 # Two cores are shared by pytest and any subprocess it starts; more threads only add contention.
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))

@@ -31,11 +31,19 @@ Fault injection for tests (each flag is consumed by the next matching request):
 - ``drop_downloads = {filename: nbytes}``: the next GET of that file sends full headers, ``nbytes`` of the
   body, then closes the connection (an interrupted download).
 - ``fail_resumes = n``: the next n ranged GETs answer 500 (the client's in-call resume fails too).
+
+Run on its own (e.g. to try ``tools/publish.py`` by hand), from the repository root::
+
+    python -m tests.hub_server --port 8123 [--token hf_...]    # or: python tests/hub_server.py --port 8123
+
+It prints the ``HF_ENDPOINT`` / ``HF_TOKEN`` to export and serves until SIGINT or SIGTERM (exit status 0).
 """
+import argparse
 import base64
 import hashlib
 import json
 import re
+import signal
 import socket
 import threading
 import time
@@ -426,3 +434,31 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)  # mid-body: the client sees a truncated response
             return
         self._send(200, data, headers, content_type="application/octet-stream")
+
+
+def main(argv=None):
+    """Serve until SIGINT/SIGTERM: ``python -m tests.hub_server --port N [--token T]``.
+
+    Args:
+        argv: Command-line arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        0 after a clean shutdown.
+    """
+    parser = argparse.ArgumentParser(description="Local Hugging Face Hub stand-in (tests/hub_server.py) on 127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any free port)")
+    parser.add_argument("--token", default="hf_test_token", help="the token writes (and private reads) must carry")
+    args = parser.parse_args(argv)
+    server = HubServer(token=args.token).start(port=args.port)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # both end in a clean shutdown rather than a traceback
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"Hub stand-in serving on {server.url}; use it with: export HF_ENDPOINT={server.url} HF_TOKEN={args.token}",
+          flush=True)
+    stop.wait()
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
