@@ -1,19 +1,22 @@
-# One-command setup: `make test` and `make demo` create .venv, install the pinned set and the data, then run.
+# One-command setup: `make test` and `make demo` create .venv, install the locked set and the data, then run.
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+# The exact versions of every package (pyproject.toml declares ranges; CI runs `make test`, so it uses this lock).
+LOCK    := constraints.txt
+LATEST  := .venv-latest
 FMNIST  := /usr/share/datasets/fashion-mnist
 # Tests use few threads so that two pytest workers or a torchrun pair do not oversubscribe two cores.
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup data scenes shapes test test-slow demo bench cards clean
+.PHONY: setup data scenes shapes test test-latest test-slow demo bench cards clean
 
 setup: $(STAMP) data
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[train,test,bench]'
+	$(BIN)/pip install -q -c $(LOCK) -e '.[train,test,bench]'
 	touch $(STAMP)
 
 data:
@@ -32,6 +35,14 @@ shapes: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
+# Not in CI: the newest versions pyproject.toml allows (no lock), in a venv of their own; versions.txt records them.
+test-latest: data
+	rm -rf $(LATEST)
+	$(PY) -m venv $(LATEST)
+	$(LATEST)/bin/pip install -q -e '.[train,test,bench]'
+	$(LATEST)/bin/pip freeze --exclude-editable > $(LATEST)/versions.txt
+	$(LATEST)/bin/python -m pytest -q
+
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
 
@@ -45,4 +56,4 @@ cards: setup
 	$(BIN)/python tools/make_cards.py
 
 clean:
-	rm -rf $(VENV) work_dirs
+	rm -rf $(VENV) $(LATEST) work_dirs
