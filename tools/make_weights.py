@@ -9,7 +9,12 @@
 3. writes ``pretrained/<tag>/`` with ``tools/publish.py --no-upload`` (``model.safetensors``, ``config.json``,
    the ``README.md`` card), i.e. exactly the folder that an upload would send;
 4. keeps the validation curve (mmengine's ``scalars.json``) as ``results/curves/<tag>.json`` and the test metrics
-   as ``results/metrics/<tag>.json``.
+   as ``results/metrics/<tag>.json``, with two more measurements of the published folder (``--post``, one thread):
+   its metrics on a fixed slice of the evaluation split (``SLICES``; the fast test re-scores the bundled
+   checkpoint on that slice and must get the same numbers) and its inference throughput.
+
+``--package-only`` redoes steps 3-4 from the finished trainings in the work dirs (after a change to the card or
+the config.json layout), without training or testing again.
 
 Jobs run ``--jobs`` at a time (default 2, one per core of the machines this was made on); micro models use one
 thread each better than two threads for one model. Examples::
@@ -41,6 +46,13 @@ RECIPES = {
     "pseg": ("shapes", "configs/pseg/pct_{m}-vit-micro_1xb16-30e_shapes-part-256.py"),
     "gen": ("fmnist", "configs/gen/sagan_{m}-vit-micro_1xb32-6k_fmnist-32x32.py"),
 }
+
+
+# Evaluation samples scored by the fast test of each bundled checkpoint (the first N of the evaluation split).
+SLICES = {"cls": 500, "seg": 40, "pcls": 60, "pseg": 60, "gen": 500}
+# Inputs of the throughput measurement: batch and the unit it is counted in.
+THROUGHPUT_BATCH = {"cls": (64, "img/s"), "seg": (8, "img/s"), "pcls": (16, "clouds/s"), "pseg": (16, "clouds/s"),
+                    "gen": (64, "img/s")}
 
 
 def jobs(tasks, mixers):
@@ -86,32 +98,100 @@ def make_one(tag, config, args):
     if args.resume:
         train.append("--resume")
     _run(train, log, env)
-    train_s = time.time() - t0
+    return package(tag, config, args, train_s=round(time.time() - t0, 1))
+
+
+def package(tag, config, args, train_s=None):
+    """Test (unless packaging only), write the published folder, measure it and record everything."""
+    work_dir = osp.join(args.work_root, tag)
+    log = osp.join(work_dir, "make_weights.log")
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONHASHSEED="0")
+    py = sys.executable
     ckpt = _last_checkpoint(work_dir)
     metrics_path = osp.join(work_dir, "test_metrics.json")
-    _run([py, "tools/test.py", config, ckpt, "--work-dir", osp.join(work_dir, "test"), "--json-out", metrics_path],
-         log, env)
+    if not args.package_only:
+        _run([py, "tools/test.py", config, ckpt, "--work-dir", osp.join(work_dir, "test"), "--json-out",
+              metrics_path], log, env)
     out = osp.join(args.out, tag)
     staging = out + ".new"
     shutil.rmtree(staging, ignore_errors=True)
     _run([py, "tools/publish.py", "--config", config, "--checkpoint", ckpt, "--tag", tag, "--metrics", metrics_path,
           "--repo-id", f"{args.org}/{tag}", "--out", staging, "--no-upload"], log, env)
+    post = osp.join(work_dir, "post.json")
+    _run([py, osp.abspath(__file__), "--post", staging, "--post-out", post], log, dict(env, OMP_NUM_THREADS="1"))
     if osp.isdir(out):  # replace only once the new folder is complete
         shutil.rmtree(out)
     os.replace(staging, out)
     with open(metrics_path) as f:
         metrics = json.load(f)["metrics"]
-    record = dict(tag=tag, config=config, seed=args.seed, threads=args.threads, train_seconds=round(train_s, 1),
-                  checkpoint=osp.relpath(ckpt, ROOT), metrics=metrics,
-                  command=f"python tools/make_weights.py --tasks {tag.split('.')[1].split('_')[0]} "
-                          f"--mixers {tag.split('_')[0]} --seed {args.seed}")
+    with open(post) as f:
+        measured = json.load(f)
+    rec_path = osp.join(args.results, "metrics", f"{tag}.json")
+    if train_s is None and osp.isfile(rec_path):  # packaging only: keep the training time measured before
+        with open(rec_path) as f:
+            train_s = json.load(f).get("train_seconds")
+    task = tag.split(".")[1].split("_")[0]
+    record = dict(tag=tag, config=config, seed=args.seed, threads=args.threads, train_seconds=train_s,
+                  checkpoint=osp.relpath(ckpt, ROOT), metrics=metrics, **measured,
+                  command=f"python tools/make_weights.py --tasks {task} --mixers {tag.split('_')[0]} "
+                          f"--seed {args.seed}")
     for sub, payload in (("metrics", record), ("curves", _curve(work_dir))):
         os.makedirs(osp.join(args.results, sub), exist_ok=True)
         with open(osp.join(args.results, sub, f"{tag}.json"), "w") as f:
             json.dump(payload, f, indent=1 if sub == "metrics" else None)
             f.write("\n")
-    print(f"[{time.strftime('%H:%M:%S')}] {tag}: {metrics} ({train_s / 60:.1f} min)", flush=True)
+    mins = f"{train_s / 60:.1f} min" if train_s else "packaged"
+    print(f"[{time.strftime('%H:%M:%S')}] {tag}: {metrics} ({mins})", flush=True)
     return metrics
+
+
+def _example_input(model, task, batch):
+    """A fixed random input of the model's own size (its pretrained_cfg / config.json)."""
+    import torch
+    g = torch.Generator().manual_seed(0)
+    cfg = model.pretrained_cfg
+    if task in ("pcls", "pseg"):
+        points = torch.randn(batch, cfg["num_points"], 3, generator=g)
+        return (points,) if task == "pcls" else (points, torch.zeros(batch, dtype=torch.long))
+    c, h, w = cfg["input_size"]
+    return (torch.randn(batch, c, h, w, generator=g),)
+
+
+def cpu_name():
+    """The CPU's model name (``/proc/cpuinfo``), for speed figures."""
+    import platform
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def post_measure(folder):
+    """Slice metrics and throughput of a published folder, in this process (one thread)."""
+    import torch
+    from torch.utils import benchmark
+
+    sys.path.insert(0, ROOT)
+    import zoo
+    from tasks.common.evaluate import SLICE_OPTIONS, config_of, evaluate
+    torch.set_num_threads(1)
+    ref = f"local-dir:{osp.abspath(folder)}"
+    model = zoo.load(ref).eval()
+    task = model.zoo_config["task"]
+    batch, unit = THROUGHPUT_BATCH[task]
+    with torch.no_grad():
+        if task == "gen":
+            stmt, glb = "m.sample(b, seed=0)", dict(m=model, b=batch)
+        else:
+            stmt, glb = "m(*x)", dict(m=model, x=_example_input(model, task, batch))
+        timer = benchmark.Timer(stmt=stmt, globals=glb, num_threads=1)
+        t = timer.blocked_autorange(min_run_time=3.0)
+    sliced = evaluate(config_of(ref), model, max_samples=SLICES[task], cfg_options=SLICE_OPTIONS.get(task))
+    return dict(slice=dict(num_samples=SLICES[task], metrics=sliced),
+                throughput=dict(value=round(batch / t.median, 1), unit=unit, batch=batch, threads=1,
+                                median_s=t.median, cpu=cpu_name(),
+                                cpu_capability=torch.backends.cpu.get_cpu_capability(), torch=torch.__version__))
 
 
 def parse_args(argv=None):
@@ -128,12 +208,20 @@ def parse_args(argv=None):
     p.add_argument("--resume", action="store_true", help="resume unfinished trainings instead of restarting")
     p.add_argument("--cfg-options", nargs="+", default=[], metavar="K=V",
                    help="passed to tools/train.py, e.g. train_cfg.max_epochs=1 for a smoke run")
+    p.add_argument("--package-only", action="store_true",
+                   help="rewrite the published folders and records from finished trainings (no training or test)")
+    p.add_argument("--post", metavar="FOLDER", help=argparse.SUPPRESS)  # internal: measure one published folder
+    p.add_argument("--post-out", metavar="JSON", help=argparse.SUPPRESS)
     p.add_argument("--list", action="store_true", help="print the jobs and exit")
     return p.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.post:
+        with open(args.post_out, "w") as f:
+            json.dump(post_measure(args.post), f, indent=1)
+        return 0
     todo = jobs(args.tasks, args.mixers)
     if args.list:
         for tag, config in todo:
@@ -144,7 +232,8 @@ def main(argv=None):
         raise SystemExit(f"missing configs: {missing}")
     failed = []
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(make_one, tag, cfg, args): tag for tag, cfg in todo}
+        work = package if args.package_only else make_one
+        futures = {pool.submit(work, tag, cfg, args): tag for tag, cfg in todo}
         for fut, tag in futures.items():
             try:
                 fut.result()

@@ -1,4 +1,4 @@
-"""``make demo``: train every ``*_vit_micro`` on Fashion-MNIST for a fixed budget and compare the mixers.
+"""``make demo-train``: train every ``*_vit_micro`` on Fashion-MNIST for a fixed budget and compare the mixers.
 
 Each mixer trains through its config (``configs/cls/{mixer}-vit-micro-p4_1xb128-300it_fmnist-28.py``) and
 mmengine's Runner, exactly as ``tools/train.py`` would, then is tested on the 10,000 t10k images. The table shows
@@ -6,8 +6,8 @@ top-1 / top-5 on t10k and the training throughput, the first iterations excluded
 and images per second of the process's CPU time (all threads), which other jobs on a shared machine disturb much
 less::
 
-    python tools/demo.py                       # all four mixers, the configs' budget (300 iterations each)
-    python tools/demo.py --mixers sa ff --iters 100
+    python tools/train_demo.py                 # all four mixers, the configs' budget (300 iterations each)
+    python tools/train_demo.py --mixers sa ff --iters 100
 """
 import argparse
 import json

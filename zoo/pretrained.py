@@ -78,6 +78,7 @@ class PretrainedCfg:
         num_params: Parameters of the model.
         license: Licence of the weights (a Hub licence id).
         source: How the weights were made: the command and config here, or the upstream release.
+        train_config: The mmengine config (recipe) the weights were trained and evaluated with, if it is in the repo.
         citation: BibTeX of the weights' paper, for upstream weights.
         extra: Anything else the card records (e.g. ``eval_throughput``).
     """
@@ -102,6 +103,7 @@ class PretrainedCfg:
     num_params: int | None = None
     license: str = "apache-2.0"
     source: str = ""
+    train_config: str | None = None
     citation: str | None = None
     extra: dict = field(default_factory=dict)
 
@@ -166,6 +168,7 @@ class PretrainedCfg:
             license=config.get("license") or "apache-2.0",
             source=config.get("source") or (f"trained here: {config['training_config']}"
                                             if config.get("training_config") else ""),
+            train_config=config.get("training_config"),
             extra={k: config[k] for k in ("training", "eval_throughput") if config.get(k)},
         )
         kw.update(overrides)
