@@ -10,7 +10,7 @@ FMNIST  := /usr/share/datasets/fashion-mnist
 # Tests use few threads so that two pytest workers or a torchrun pair do not oversubscribe two cores.
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup data scenes shapes test test-latest test-slow demo bench cards clean
+.PHONY: setup data scenes shapes test test-latest test-slow demo demo-train weights bench cards clean
 
 setup: $(STAMP) data
 
@@ -25,14 +25,23 @@ data:
 		apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist; \
 	fi
 
-# The embedded training sets (written under data/, ignored by git).
-scenes: setup
+# The embedded data sets (written under data/, ignored by git; deterministic: the same bytes on every machine). The
+# bundled checkpoints were trained and are tested on them.
+SCENES  := data/fashion_scenes/.complete
+SHAPES  := data/shapes/.complete
+
+$(SCENES): $(STAMP) tools/make_scenes.py | data
 	$(BIN)/python tools/make_scenes.py --out data/fashion_scenes --seed 0 --num-train 10000 --num-val 500 --size 64
+	touch $@
 
-shapes: setup
+$(SHAPES): $(STAMP) tools/make_shapes.py
 	$(BIN)/python tools/make_shapes.py --out data/shapes --seed 0
+	touch $@
 
-test: setup
+scenes: $(SCENES)
+shapes: $(SHAPES)
+
+test: setup $(SCENES) $(SHAPES)
 	$(BIN)/python -m pytest -q
 
 # Not in CI: the newest versions pyproject.toml allows (no lock), in a venv of their own; versions.txt records them.
@@ -43,11 +52,21 @@ test-latest: data
 	$(LATEST)/bin/pip freeze --exclude-editable > $(LATEST)/versions.txt
 	$(LATEST)/bin/python -m pytest -q
 
-test-slow: setup
+test-slow: setup $(SCENES) $(SHAPES)
 	$(BIN)/python -m pytest -q -m slow
 
-demo: setup
+# The main job: score the bundled checkpoints of every mixer on every task, print the table, draw pictures.
+demo: setup $(SCENES) $(SHAPES)
 	$(BIN)/python tools/demo.py
+
+# Train every *_vit_micro briefly on Fashion-MNIST from scratch and compare the mixers.
+demo-train: setup
+	$(BIN)/python tools/train_demo.py
+
+# Retrain the 20 bundled checkpoints from their configs (pretrained/, results/; docs/weights.md says how long).
+weights: setup $(SCENES) $(SHAPES)
+	$(BIN)/python tools/make_weights.py
+	$(BIN)/python tools/make_cards.py
 
 bench: setup
 	$(BIN)/python tools/benchmark.py
