@@ -30,11 +30,11 @@ data:
 SCENES  := data/fashion_scenes/.complete
 SHAPES  := data/shapes/.complete
 
-$(SCENES): $(STAMP) tools/make_scenes.py | data
+$(SCENES): tools/make_scenes.py | $(STAMP) data
 	$(BIN)/python tools/make_scenes.py --out data/fashion_scenes --seed 0 --num-train 10000 --num-val 500 --size 64
 	touch $@
 
-$(SHAPES): $(STAMP) tools/make_shapes.py
+$(SHAPES): tools/make_shapes.py | $(STAMP)
 	$(BIN)/python tools/make_shapes.py --out data/shapes --seed 0
 	touch $@
 
