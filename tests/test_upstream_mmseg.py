@@ -45,14 +45,22 @@ def _randomize(model, seed):
     return model.eval()
 
 
-def mmseg_model(config, patch_bias=False, seed=0, **backbone):
-    """mmseg's segmentor from its shipped config, at IMG x IMG, BN instead of SyncBN, random weights."""
+def mmseg_model(config, patch_bias=False, seed=0, heads=None, **backbone):
+    """mmseg's segmentor from its shipped config, at IMG x IMG, BN instead of SyncBN, random weights.
+
+    ``backbone`` overrides backbone arguments; ``heads`` = dict(channels, aux_channels, num_classes) shrinks the neck
+    and heads to the backbone's width (for micro-sized files)."""
     cfg = Config.fromfile(os.path.join(CONFIG_DIR, config)).model
     cfg.pretrained = None
     cfg.backbone.img_size = (IMG, IMG)
     cfg.backbone.patch_bias = patch_bias  # mmseg 1.x builds none; the released 0.x checkpoints carry one
     cfg.backbone.update(backbone)
-    cfg.data_preprocessor.size = (IMG, IMG)
+    if heads:
+        e = cfg.backbone.embed_dims
+        cfg.neck.update(in_channels=[e] * 4, out_channels=e)
+        cfg.decode_head.update(in_channels=[e] * 4, channels=heads["channels"], num_classes=heads["num_classes"])
+        cfg.auxiliary_head.update(in_channels=e, channels=heads["aux_channels"], num_classes=heads["num_classes"])
+    cfg.data_preprocessor.size = cfg.backbone.img_size
     for head in (cfg.decode_head, cfg.auxiliary_head):
         head.norm_cfg = dict(type="BN", requires_grad=True)
     with DefaultScope.overwrite_default_scope("mmseg"):
