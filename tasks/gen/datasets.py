@@ -25,12 +25,14 @@ FMNIST_ROOT = "/usr/share/datasets/fashion-mnist"
 class _ArrayDataset(Dataset):
     """Images (N, C, H, W) uint8 and labels (N,) held in memory; ``max_samples`` keeps the first n."""
 
-    def __init__(self, images, labels, max_samples=None):
-        if max_samples is not None:
+    def __init__(self, images, labels, max_samples=None, split=None):
+        if max_samples is not None and max_samples < len(images):
             images, labels = images[:max_samples], labels[:max_samples]
+            split = f"{split}-first{max_samples}" if split else None
         self.images = torch.from_numpy(np.ascontiguousarray(images))
         self.labels = torch.from_numpy(np.asarray(labels, dtype=np.int64))
-        self.metainfo = dict(classes=getattr(self, "CLASSES", None))
+        # ``split`` names the images in the file names of cached reference features (GenMetric)
+        self.metainfo = dict(classes=getattr(self, "CLASSES", None), split=split)
 
     def __len__(self):
         return len(self.images)
@@ -73,7 +75,8 @@ class CIFAR10Batches(_ArrayDataset):
             raise FileNotFoundError(f"CIFAR10Batches: {', '.join(missing)} not found under {root}; point data_root "
                                     f"at the extracted cifar-10-python.tar.gz (the folder cifar-10-batches-py)")
         parts = [_read_cifar_batch(os.path.join(root, n)) for n in names]
-        super().__init__(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), max_samples)
+        super().__init__(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), max_samples,
+                         split=f"cifar10-{split}")
 
 
 def _open_idx(root, stem):
@@ -121,4 +124,4 @@ class FashionMNIST32(_ArrayDataset):
         lo = (img_size - 28) // 2
         padded = np.zeros((len(images), 1, img_size, img_size), dtype=np.uint8)
         padded[:, 0, lo:lo + 28, lo:lo + 28] = images
-        super().__init__(padded, labels, max_samples)
+        super().__init__(padded, labels, max_samples, split=f"fashion-mnist-{prefix}")
