@@ -16,8 +16,9 @@ Layout for ``img_size=32`` (``ch`` conv channels, ``T`` = a trunk stage, see ``T
                    space -> SN-Linear -> (B,) logits
 
 Other power-of-two sizes (>= 16) add or remove up/down stages; trunk stages sit at the 8x8 and 16x16 resolutions of
-both networks. Spectral normalisation wraps every conv and linear layer of the discriminator (trunk included) and
-the conv/linear layers of the generator outside its trunk, as in SAGAN.
+both networks. Spectral normalisation wraps every conv and linear layer of both networks, trunk stages included
+(their 1x1 projections and the mixers' and MLPs' linear layers), as SAGAN does ("spectral normalization for the
+layers in both the generator and the discriminator"; its attention layer's 1x1 convs are normalised too).
 
 Sizing by the backbone size (``zoo.backbones.vit.SIZES``: embed_dim E, depth L, heads h):
 
@@ -43,6 +44,14 @@ TRUNK_RESOLUTIONS = (8, 16)
 
 def _sn(module, enabled=True):
     return spectral_norm(module) if enabled else module
+
+
+def _sn_all(module):
+    """Spectral norm on every conv / linear layer of ``module`` not normalised yet (the trunk stages' layers are
+    built by shared code without it)."""
+    for m in list(module.modules()):
+        if isinstance(m, (nn.Linear, nn.Conv2d)) and not hasattr(m, "parametrizations"):
+            spectral_norm(m)
 
 
 class TrunkStage(nn.Module):
@@ -136,7 +145,8 @@ def _num_stages(img_size):
 
 
 class Generator(nn.Module):
-    """z (B, z_dim) -> images (B, out_chans, img_size, img_size) in [-1, 1] (see the module docstring)."""
+    """z (B, z_dim) -> images (B, out_chans, img_size, img_size) in [-1, 1] (see the module docstring); spectral
+    norm on every layer."""
 
     def __init__(self, z_dim=128, img_size=32, out_chans=3, ch=256, trunk=None):
         super().__init__()
@@ -151,6 +161,7 @@ class Generator(nn.Module):
         self.stages = nn.Sequential(*stages)
         self.bn = nn.BatchNorm2d(ch)
         self.conv_out = _sn(nn.Conv2d(ch, out_chans, 3, padding=1))
+        _sn_all(self)  # the trunk stages' projections and blocks (SAGAN normalises its attention layer in G too)
 
     def forward(self, z):
         x = self.fc(z).view(z.shape[0], self.ch, 4, 4)  # (B, ch, 4, 4)
@@ -174,9 +185,7 @@ class Discriminator(nn.Module):
         self.stages = nn.Sequential(*stages)
         self.fc = nn.Linear(ch, 1)
         # SN on the trunk's linear layers too: the discriminator is kept (approximately) 1-Lipschitz per layer.
-        for m in list(self.modules()):
-            if isinstance(m, (nn.Linear, nn.Conv2d)) and not hasattr(m, "parametrizations"):
-                spectral_norm(m)
+        _sn_all(self)
 
     def forward(self, x):
         h = F.relu(self.stages(x)).sum(dim=(2, 3))  # (B, ch), sum pooling as SN-GAN / BigGAN
