@@ -7,6 +7,8 @@ one with ``final_norm=True``). Changed for the test only: the image size (64 ins
 as mmseg saves it (``{'meta', 'state_dict', 'optimizer'}``) and read back through ``zoo.load(checkpoint=...)``.
 """
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -21,6 +23,7 @@ from mmengine.registry import DefaultScope  # noqa: E402
 from mmseg.registry import MODELS  # noqa: E402
 
 IMG = 64
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG_DIR = os.path.join(os.path.dirname(mmseg.__file__), ".mim", "configs", "vit")
 S16_MLN = "vit_deit-s16_mln_upernet_8xb2-160k_ade20k-512x512.py"  # 43.82 mIoU upstream
 S16_LN_MLN = "vit_deit-s16-ln_mln_upernet_8xb2-160k_ade20k-512x512.py"  # final_norm=True
@@ -150,3 +153,19 @@ def test_mmseg_into_the_wrong_model_is_refused(s16):
         zoo.load("sa_vit_small", task="seg", num_classes=19, img_size=IMG, checkpoint=path)
     with pytest.raises(CheckpointError, match=r"upernet_deit-s16.*mmseg UPerNet \+ ViT.*not the expected FF-only"):
         load_checkpoint(zoo.load("ff_vit_tiny"), path, layout="ff_official")
+
+
+def test_convert_tool_writes_the_zoo_folder(s16, tmp_path):
+    ref, path = s16
+    out = tmp_path / "converted"
+    cmd = [sys.executable, os.path.join(REPO, "tools", "convert.py"), str(path), "--to", "sa_vit_small", "--task",
+           "seg", "--num-classes", "150", "--img-size", str(IMG), "--set", "padded_logits=stretch", "--layout",
+           "mmseg_vit", "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert "(mmseg_vit layout) -> sa_vit_small" in r.stdout
+    model = zoo.load("sa_vit_small", task="seg", num_classes=150, img_size=IMG, padded_logits="stretch",
+                     checkpoint=out / "model.safetensors").eval()
+    x = _inputs(72, 88)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref.inference(x, _metas(x)), atol=1e-4, rtol=0)
