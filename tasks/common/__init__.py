@@ -5,12 +5,20 @@ Importing this package registers, in mmengine's root registries:
 - ``ZooDistributedDataParallel`` (``MODEL_WRAPPERS``): mmengine's DDP wrapper that also works on CPU (gloo).
 - ``CPUAmpOptimWrapper`` (``OPTIM_WRAPPERS``): bfloat16 autocast on CPU, what ``tools/train.py --amp`` uses there.
 - ``ProgressHook`` (``HOOKS``): a progress display for training, validation and testing.
+- ``NonFiniteLossHook`` (``HOOKS``): stops training on a NaN/inf loss before a checkpoint is saved.
 - a checkpoint loader for local files that never unpickles arbitrary objects (``tasks.common.checkpoint``).
 """
-from . import checkpoint, hooks, runtime  # noqa: F401  (registration side effects)
-from .checkpoint import safe_load
-from .hooks import ProgressHook
-from .runtime import CPUAmpOptimWrapper, ZooDistributedDataParallel, init_distributed, use_amp
+try:  # training and evaluation are the `train` extra: name it before an import deep inside mmengine fails
+    import mmengine  # noqa: F401
+except ImportError as _e:
+    raise ImportError(f"training and evaluation (tools/train.py, tools/test.py) need mmengine and the other "
+                      f"training packages (no module named {_e.name!r}): pip install 'zoo[train]'",
+                      name=_e.name) from None
 
-__all__ = ["CPUAmpOptimWrapper", "ProgressHook", "ZooDistributedDataParallel", "init_distributed", "safe_load",
-           "use_amp"]
+from . import checkpoint, hooks, runtime  # noqa: F401, E402  (registration side effects)
+from .checkpoint import safe_load  # noqa: E402
+from .hooks import NonFiniteLossHook, ProgressHook  # noqa: E402
+from .runtime import CPUAmpOptimWrapper, ZooDistributedDataParallel, init_distributed, use_amp  # noqa: E402
+
+__all__ = ["CPUAmpOptimWrapper", "NonFiniteLossHook", "ProgressHook", "ZooDistributedDataParallel", "init_distributed",
+           "safe_load", "use_amp"]

@@ -26,6 +26,13 @@ into its backbone (``backbone_checkpoint=``) are never overwritten by a later ``
 
 This module imports mmseg, so it is imported lazily (``zoo.load(..., task='seg')``); ``import zoo`` stays light.
 """
+try:  # mmseg is the `seg` extra, not a base dependency: say which extra before anything deeper fails
+    import mmengine  # noqa: F401
+    import mmseg  # noqa: F401  (imports mmcv and checks its version)
+except ImportError as _e:
+    raise ImportError(f"task 'seg' needs mmsegmentation, mmengine and mmcv (no module named {_e.name!r}): "
+                      f"pip install 'zoo[seg]'  (or 'zoo[train]' to also train)", name=_e.name) from None
+
 import copy
 import logging
 import math
