@@ -9,6 +9,8 @@ default_hooks = dict(
     checkpoint=dict(type='CheckpointHook', interval=1, by_epoch=True, max_keep_ckpts=3),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     progress=dict(type='ProgressHook'),
+    # Stops on a NaN/inf loss before CheckpointHook can save (and rotate away the last good checkpoint).
+    finite_loss=dict(type='NonFiniteLossHook'),
 )
 
 env_cfg = dict(

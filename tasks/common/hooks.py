@@ -1,4 +1,8 @@
-"""A progress display for training, validation and testing (rank 0 only).
+"""Hooks every task's configs use (``configs/_base_/default_runtime.py``).
+
+``NonFiniteLossHook`` stops training on a NaN/inf loss before any checkpoint is written (see its docstring).
+
+``ProgressHook`` is a progress display for training, validation and testing (rank 0 only).
 
 On a terminal it redraws one status line in place::
 
@@ -13,9 +17,11 @@ wall-clock rate depends on the other jobs, the CPU-time rate much less.
 import sys
 import time
 
-from mmengine.dist import is_main_process
+import torch
+from mmengine.dist import all_reduce, is_main_process
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
+from mmengine.runner import EpochBasedTrainLoop
 
 
 def _batch_size(data_batch):
@@ -29,6 +35,40 @@ def _batch_size(data_batch):
     if isinstance(inputs, dict):  # e.g. multi-modal inputs
         inputs = next(iter(inputs.values()))
     return len(inputs) if hasattr(inputs, "__len__") else 0
+
+
+@HOOKS.register_module()
+class NonFiniteLossHook(Hook):
+    """Stop training on a non-finite loss before a checkpoint is saved.
+
+    After each training iteration it checks every logged value whose name contains ``loss`` (mmengine's
+    convention: ``loss``, ``loss_ce``, ``decode.loss_ce``, a GAN's ``loss_d``/``loss_g``). On NaN or inf it raises
+    ``FloatingPointError`` (the exception the GAN's own pre-update check raises). Its priority is above
+    ``CheckpointHook``'s, so the weights that this step spoiled are never written and checkpoint rotation never
+    deletes the last good file; ``tools/train.py CONFIG --resume`` restarts from it. Under distributed training
+    the verdict is all-reduced, so every rank stops at the same iteration instead of one rank leaving the others
+    waiting in the next collective.
+    """
+
+    priority = "VERY_HIGH"
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        bad = {}
+        for name, value in (outputs or {}).items():
+            if "loss" in name and isinstance(value, torch.Tensor) and not torch.isfinite(value.detach()).all():
+                bad[name] = value.detach().float().mean().item()
+        flag = torch.tensor(float(bool(bad)))
+        all_reduce(flag, op="max")
+        if flag.item() == 0:
+            return
+        where = f"iteration {runner.iter + 1}"
+        if isinstance(runner.train_loop, EpochBasedTrainLoop):
+            where += f" (epoch {runner.epoch + 1}, batch {batch_idx + 1})"
+        losses = ", ".join(f"{k}={v}" for k, v in bad.items()) or "on another rank"
+        raise FloatingPointError(
+            f"non-finite loss at {where}: {losses}. Training stopped before any checkpoint of these weights was saved; "
+            f"the last checkpoint in {runner.work_dir} is intact. Check the data for NaN/inf or lower the learning "
+            f"rate, then resume with tools/train.py CONFIG --resume.")
 
 
 def _fmt_eta(seconds):
