@@ -2,9 +2,14 @@
 
 A thin script over ``mmengine.runner.Runner`` in the style of mmsegmentation's ``tools/test.py``. ``--tta`` swaps in
 the config's ``tta_pipeline`` and wraps ``model`` in its ``tta_model``, as mmsegmentation does.
+
+The checkpoint is loaded strictly (``tasks.common.checkpoint.load_strict``; mmengine's ``load_from`` is not): one of
+another mixer, size or task stops with the missing and unexpected keys instead of scoring a half-random model. A
+missing checkpoint or ``--json-out`` folder stops before anything is built.
 """
 import argparse
 import json
+import os
 import os.path as osp
 import sys
 
@@ -12,6 +17,8 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # the repo 
 
 import tasks.common as common  # noqa: E402  (registers the CPU DDP wrapper, safe loader, progress hook)
 from tasks.common import cli  # noqa: E402
+from tasks.common.checkpoint import load_strict  # noqa: E402
+from zoo.convert import CheckpointError  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -41,14 +48,33 @@ def jsonable(metrics):
     return {k: v.item() if hasattr(v, "item") else v for k, v in metrics.items()}
 
 
+def check_paths(args):
+    """Fail before building anything when the checkpoint is missing or the ``--json-out`` folder does not exist."""
+    if not osp.isfile(args.checkpoint):
+        raise SystemExit(f"tools/test.py: error: checkpoint {args.checkpoint} not found")
+    if args.json_out:
+        folder = osp.dirname(osp.abspath(args.json_out))
+        if not osp.isdir(folder):
+            raise SystemExit(f"tools/test.py: error: --json-out {args.json_out}: folder {folder} does not exist; "
+                             f"create it first (mkdir -p {folder}) or write elsewhere.")
+        if not os.access(folder, os.W_OK):
+            raise SystemExit(f"tools/test.py: error: --json-out {args.json_out}: folder {folder} is not writable.")
+
+
 def main(argv=None):
     args = parse_args(argv)
+    check_paths(args)
     cfg = cli.load_config(args)
-    cfg.load_from = args.checkpoint
+    cfg.load_from = None  # loaded strictly below, not by the Runner (whose load_from ignores mismatched keys)
     if args.tta:
         apply_tta(cfg)
     common.init_distributed(args.launcher)
-    metrics = cli.build_runner(cfg).test()
+    runner = cli.build_runner(cfg)
+    try:
+        load_strict(runner, args.checkpoint)
+    except CheckpointError as e:
+        raise SystemExit(f"tools/test.py: error: {e}") from e
+    metrics = runner.test()
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(dict(config=args.config, checkpoint=args.checkpoint, metrics=jsonable(metrics)), f, indent=2)

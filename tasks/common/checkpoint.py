@@ -13,15 +13,26 @@ the project's own resume files load, and any ``.pth`` from elsewhere is held to 
 project publishes are safetensors (``zoo.hub``), never pickles.
 
 Importing this module replaces mmengine's loader for local paths (the ``''`` scheme of ``CheckpointLoader``),
-which ``Runner.resume`` and ``Runner.load_checkpoint`` use.
+which ``Runner.resume`` and ``Runner.load_checkpoint`` use. A file that cannot be read at all (empty, truncated,
+not a torch file) raises ``zoo.convert.CheckpointError`` naming it.
+
+``load_strict`` is what ``tools/test.py`` uses instead of mmengine's ``load_from``, which is not strict: a checkpoint
+of another mixer or task would be evaluated with freshly initialised layers. It lists the missing, unexpected and
+mis-shaped keys and loads nothing unless the checkpoint fits the model exactly.
 """
 import os
 import pickle
+import zipfile
 
 import numpy as np
 import torch
 from mmengine.logging import HistoryBuffer
 from mmengine.runner.checkpoint import CheckpointLoader
+
+from zoo.convert import CheckpointError
+
+# Keys listed per kind in a mismatch message; the rest are counted.
+_SHOW_KEYS = 12
 
 _HISTORY_METHODS = ("min", "max", "current", "mean")
 
@@ -69,12 +80,102 @@ def safe_load(filename, map_location=None):
     Raises:
         FileNotFoundError: ``filename`` does not exist.
         pickle.UnpicklingError: The file names a global outside the allowlist (it is not loaded).
+        CheckpointError: The file is empty, truncated or not a torch file (the message names it).
     """
     filename = os.path.expanduser(str(filename))
     if not os.path.isfile(filename):
         raise FileNotFoundError(f"checkpoint {filename} not found")
-    with torch.serialization.safe_globals(allowed_globals()):
-        return torch.load(filename, map_location=map_location, weights_only=True)
+    try:
+        with torch.serialization.safe_globals(allowed_globals()):
+            return torch.load(filename, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError:
+        raise  # a global outside the allowlist: torch's message already names it and says what to do
+    except (EOFError, RuntimeError, OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
+        raise CheckpointError(_unreadable(filename, e)) from e
+
+
+def _unreadable(filename, error):
+    """The message for a file ``torch.load`` cannot parse: what the file is, what torch said, what to do."""
+    size = os.path.getsize(filename)
+    if size == 0:
+        what = "the file is empty (0 bytes)"
+    elif "central directory" in str(error) or isinstance(error, (EOFError, OSError, zipfile.BadZipFile)):
+        what = f"the file ({size} bytes) is truncated or is not a torch checkpoint"
+    else:
+        what = f"the file ({size} bytes) is not a readable torch checkpoint"
+    return (f"cannot load checkpoint {filename}: {what} ({type(error).__name__}: {error}). An interrupted save or "
+            f"copy leaves such a file; use another checkpoint (work_dir/last_checkpoint names the newest) or copy it "
+            f"again.")
+
+
+def _unwrap(model):
+    """The module that owns the weights: without DDP wrappers and test-time-augmentation wrappers."""
+    from mmengine.model import BaseTTAModel, is_model_wrapper
+    while is_model_wrapper(model) or isinstance(model, BaseTTAModel):
+        model = model.module
+    return model
+
+
+def _listing(kind, items):
+    more = f", ... ({len(items) - _SHOW_KEYS} more)" if len(items) > _SHOW_KEYS else ""
+    return f"{len(items)} {kind}: {', '.join(items[:_SHOW_KEYS])}{more}"
+
+
+def check_fits(model, checkpoint, filename):
+    """Raise ``CheckpointError`` unless ``checkpoint``'s weights fit ``model`` exactly.
+
+    Args:
+        model: The model the Runner built (wrappers are looked through).
+        checkpoint: What ``safe_load`` returned: an mmengine checkpoint (``state_dict``, ``meta``, ...) or a plain
+            state dict. A ``module.`` prefix (a DDP-wrapped save) is ignored, as mmengine's loader does.
+        filename: The file, for the message.
+
+    Raises:
+        CheckpointError: Lists the missing keys, the unexpected keys and the shape mismatches (``num_batches_tracked``
+            counters may be missing, as mmengine allows).
+    """
+    state = checkpoint.get("state_dict", checkpoint) if isinstance(checkpoint, dict) else None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        found = sorted(checkpoint)[:10] if isinstance(checkpoint, dict) else type(checkpoint).__name__
+        raise CheckpointError(f"{filename} holds no state dict of tensors (top level: {found}); tools/test.py needs "
+                              f"a checkpoint written by tools/train.py.")
+    state = {k[len("module."):] if k.startswith("module.") else k: v for k, v in state.items()}
+    model = _unwrap(model)
+    own = model.state_dict()
+    missing = sorted(k for k in own if k not in state and not k.endswith("num_batches_tracked"))
+    unexpected = sorted(k for k in state if k not in own)
+    shapes = sorted(f"{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}" for k in state
+                    if k in own and state[k].shape != own[k].shape)
+    if not (missing or unexpected or shapes):
+        return
+    name = getattr(getattr(model, "zoo_model", model), "zoo_config", {}).get("name", type(model).__name__)
+    meta = checkpoint.get("meta") if isinstance(checkpoint, dict) else None
+    run = meta.get("experiment_name") if isinstance(meta, dict) else None
+    trained = f" (trained as {run})" if run else ""
+    parts = [_listing(k, v) for k, v in (("missing keys", missing), ("unexpected keys", unexpected),
+                                         ("shape mismatches (checkpoint vs model)", shapes)) if v]
+    raise CheckpointError(f"checkpoint {filename}{trained} does not fit the config's model ({name}): "
+                          f"{'; '.join(parts)}. It was written for another mixer, size or task; evaluate it with the "
+                          f"config it was trained with.")
+
+
+def load_strict(runner, filename):
+    """Load ``filename`` into ``runner.model`` only if it fits exactly (``check_fits``), then as mmengine would.
+
+    Args:
+        runner: A built mmengine ``Runner`` (its model may be DDP- or TTA-wrapped).
+        filename: A local checkpoint file.
+
+    Returns:
+        The loaded checkpoint dict.
+
+    Raises:
+        FileNotFoundError, CheckpointError: see ``safe_load`` and ``check_fits``.
+    """
+    check_fits(runner.model, safe_load(filename, map_location="cpu"), filename)
+    # The Runner's own loader (the file is read a second time: small next to an evaluation) keeps its hooks and
+    # dataset-meta handling; strict, should anything differ from what check_fits saw.
+    return runner.load_checkpoint(filename, map_location="cpu", strict=True)
 
 
 @CheckpointLoader.register_scheme(prefixes="", force=True)
