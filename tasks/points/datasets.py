@@ -13,7 +13,8 @@
 
 Each sample is a dict (``points`` (N, D) float32, and ``label`` or ``seg`` + ``category``) passed through the
 ``pipeline`` (``tasks.points.transforms``). Every malformed file raises a ``ValueError`` naming the file and what
-is wrong with it.
+is wrong with it: an unreadable or truncated file, a short row, and NaN or inf anywhere in the points (which would
+otherwise train to NaN weights), reported with the shape index (HDF5) or data row (text) where it first occurs.
 """
 import json
 import os
@@ -37,6 +38,63 @@ def _find(root, names, what):
         if osp.isfile(osp.join(root, name)):
             return osp.join(root, name)
     raise FileNotFoundError(f"{what}: none of {', '.join(names)} found in {root}")
+
+
+_NON_FINITE_FIX = "Fix or drop that shape: non-finite points train the model to NaN weights."
+
+
+def _load_rows(path, what, columns, **kwargs):
+    """``np.loadtxt`` that names the file in its errors and refuses NaN/inf, naming the first such data row.
+
+    Args:
+        path: The text file.
+        what: The dataset class name, for the message.
+        columns: What a row must hold, for the message (e.g. ``'x y z nx ny nz part' (7 values)``).
+        **kwargs: More ``np.loadtxt`` arguments (``delimiter``, ``max_rows``).
+
+    Returns:
+        float32 array (rows, columns).
+    """
+    try:
+        rows = np.loadtxt(path, dtype=np.float32, ndmin=2, **kwargs)
+    except ValueError as e:  # numpy's message gives the row ("the number of columns changed from 7 to 6 at row 3")
+        raise ValueError(f"{what}: {path}: {e} (each row must be {columns})") from e
+    bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))
+    if bad.size:
+        raise ValueError(f"{what}: {path}: data row {int(bad[0]) + 1} holds NaN or inf ({rows[bad[0]].tolist()}); "
+                         f"{bad.size} row(s) in all. {_NON_FINITE_FIX}")
+    return rows
+
+
+def _read_modelnet_h5(h5py, path, use_normals):
+    """``data`` (S, N, 3 or 6 with normals) and ``label`` of one ModelNet40 HDF5 file, with layout checks."""
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:  # h5py's message (e.g. "truncated file: eof = ...") does not say which file
+        raise ValueError(f"ModelNet40H5: cannot open {path} ({os.path.getsize(path)} bytes) as HDF5: {e}. The file "
+                         f"is truncated or damaged (an interrupted download or copy?); fetch it again.") from e
+    with f:
+        need = ["data", "label"] + (["normal"] if use_normals else [])
+        missing = [k for k in need if k not in f]
+        if missing:
+            raise ValueError(f"ModelNet40H5: {path} lacks key(s) {missing}; it has {sorted(f.keys())} "
+                             f"(expected 'data' (S, N, 3) and 'label' (S, 1))")
+        try:
+            data, label = f["data"][()], f["label"][()]
+            normal = f["normal"][()] if use_normals else None
+        except OSError as e:  # a file cut inside a dataset opens, then fails here
+            raise ValueError(f"ModelNet40H5: cannot read the arrays of {path}: {e}. The file is truncated or "
+                             f"damaged; fetch it again.") from e
+    if data.ndim != 3 or data.shape[-1] != 3:
+        raise ValueError(f"ModelNet40H5: {path}: 'data' must be (S, N, 3), got shape {data.shape}")
+    if label.reshape(len(label), -1).shape != (data.shape[0], 1):
+        raise ValueError(f"ModelNet40H5: {path}: 'label' must be (S, 1) with S={data.shape[0]}, got "
+                         f"shape {label.shape}")
+    if use_normals:
+        if normal.shape != data.shape:
+            raise ValueError(f"ModelNet40H5: {path}: 'normal' must match 'data' {data.shape}, got {normal.shape}")
+        data = np.concatenate([data, normal], axis=-1)
+    return data, label
 
 
 def pc_normalize(xyz):
@@ -89,28 +147,17 @@ class ModelNet40H5(_PointDataset):
         for path in files:
             if not osp.isfile(path):
                 raise FileNotFoundError(f"ModelNet40H5: {list_file} lists {osp.basename(path)}, missing in {data_root}")
-            with h5py.File(path, "r") as f:
-                need = ["data", "label"] + (["normal"] if use_normals else [])
-                missing = [k for k in need if k not in f]
-                if missing:
-                    raise ValueError(f"ModelNet40H5: {path} lacks key(s) {missing}; it has {sorted(f.keys())} "
-                                     f"(expected 'data' (S, N, 3) and 'label' (S, 1))")
-                data, label = f["data"][()], f["label"][()]
-                if data.ndim != 3 or data.shape[-1] != 3:
-                    raise ValueError(f"ModelNet40H5: {path}: 'data' must be (S, N, 3), got shape {data.shape}")
-                if label.reshape(len(label), -1).shape != (data.shape[0], 1):
-                    raise ValueError(f"ModelNet40H5: {path}: 'label' must be (S, 1) with S={data.shape[0]}, got "
-                                     f"shape {label.shape}")
-                if use_normals:
-                    normal = f["normal"][()]
-                    if normal.shape != data.shape:
-                        raise ValueError(f"ModelNet40H5: {path}: 'normal' must match 'data' {data.shape}, got "
-                                         f"{normal.shape}")
-                    data = np.concatenate([data, normal], axis=-1)
+            data, label = _read_modelnet_h5(h5py, path, use_normals)
             label = label.reshape(-1).astype(np.int64)
             if label.size and (label.min() < 0 or label.max() >= len(self.classes)):
                 raise ValueError(f"ModelNet40H5: {path}: labels range {label.min()}..{label.max()} but "
                                  f"shape_names.txt has {len(self.classes)} classes")
+            bad = ~np.isfinite(data).all(axis=2)  # (S, N): points with a NaN/inf coordinate or normal
+            if bad.any():
+                shape, point = (int(i) for i in np.argwhere(bad)[0])
+                raise ValueError(f"ModelNet40H5: {path}: shape {shape}, point {point} holds NaN or inf "
+                                 f"({data[shape, point].tolist()}); {int(bad.any(axis=1).sum())} shape(s) in all. "
+                                 f"{_NON_FINITE_FIX}")
             points.append(data.astype(np.float32))
             labels.append(label)
         self.points, self.labels = np.concatenate(points), np.concatenate(labels)
@@ -159,7 +206,8 @@ class ModelNet40Normal(_PointDataset):
         path, label = self.items[i]
         if self.cache is not None and i in self.cache:
             return dict(points=self.cache[i], label=label)
-        rows = np.loadtxt(path, delimiter=",", dtype=np.float32, max_rows=self.num_points, ndmin=2)
+        rows = _load_rows(path, "ModelNet40Normal", "6 comma-separated values x,y,z,nx,ny,nz", delimiter=",",
+                          max_rows=self.num_points)
         if rows.shape[1] != 6:
             raise ValueError(f"ModelNet40Normal: {path} must hold comma-separated rows x,y,z,nx,ny,nz (6 values), "
                              f"got {rows.shape[1]} per row")
@@ -224,7 +272,7 @@ class ShapeNetPart(_PointDataset):
         if self.cache is not None and i in self.cache:
             pts, seg = self.cache[i]
         else:
-            rows = np.loadtxt(path, dtype=np.float32, ndmin=2)
+            rows = _load_rows(path, "ShapeNetPart", "'x y z nx ny nz part' (7 values)")
             if rows.shape[1] != 7:
                 raise ValueError(f"ShapeNetPart: {path} must hold rows 'x y z nx ny nz part' (7 values), got "
                                  f"{rows.shape[1]} per row")

@@ -11,7 +11,7 @@ class LoadCheckedAnnotations(LoadAnnotations):
     After loading (and ``reduce_zero_label``), it checks that the map has the size of its image (``ori_shape``, set by
     ``LoadImageFromFile``, so it also works in test pipelines that load annotations after ``Resize``) and that every
     value is a class index below ``num_classes`` or the ignore index. Either failure raises ``ValueError`` naming the
-    annotation file.
+    annotation file, as does a label map that cannot be decoded (empty, truncated, not a PNG).
 
     Args:
         num_classes: Number of classes after ``reduce_zero_label``; None skips the range check.
@@ -25,8 +25,16 @@ class LoadCheckedAnnotations(LoadAnnotations):
         self.ignore_index = ignore_index
 
     def _load_seg_map(self, results):
-        super()._load_seg_map(results)
         path = results.get("seg_map_path", "<label map>")
+        try:
+            super()._load_seg_map(results)
+        except FileNotFoundError:
+            raise  # its message already names the file
+        except (OSError, ValueError, SyntaxError, AttributeError) as e:
+            # Pillow says "cannot identify image file <_io.BytesIO ...>" (no path); cv2 returns None, whence an
+            # AttributeError inside mmseg. Neither tells which of thousands of label maps is broken.
+            raise ValueError(f"{path}: cannot read the label map ({type(e).__name__}: {e}); the PNG is empty, "
+                             f"truncated or not an image. Regenerate or re-copy it.") from e
         seg = results["gt_seg_map"]
         ori = results.get("ori_shape")
         if ori is not None and tuple(seg.shape[:2]) != tuple(ori[:2]):
