@@ -37,6 +37,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from zoo.pretrained import parse_tag  # noqa: E402
+
 MIXERS = ("sa", "ea", "effa", "ff")
 # task -> (dataset key of the tag, config path pattern). One recipe per task, the same for all four mixers.
 RECIPES = {
@@ -130,11 +134,10 @@ def package(tag, config, args, train_s=None):
     if train_s is None and osp.isfile(rec_path):  # packaging only: keep the training time measured before
         with open(rec_path) as f:
             train_s = json.load(f).get("train_seconds")
-    task = tag.split(".")[1].split("_")[0]
+    task = parse_tag(tag).task
     record = dict(tag=tag, config=config, seed=args.seed, threads=args.threads, train_seconds=train_s,
                   checkpoint=osp.relpath(ckpt, ROOT), metrics=metrics, **measured,
-                  command=f"python tools/make_weights.py --tasks {task} --mixers {tag.split('_')[0]} "
-                          f"--seed {args.seed}")
+                  command=f"python tools/make_weights.py --tags {tag} --seed {args.seed}")
     for sub, payload in (("metrics", record), ("curves", _curve(work_dir))):
         os.makedirs(osp.join(args.results, sub), exist_ok=True)
         with open(osp.join(args.results, sub, f"{tag}.json"), "w") as f:
@@ -172,7 +175,6 @@ def post_measure(folder):
     import torch
     from torch.utils import benchmark
 
-    sys.path.insert(0, ROOT)
     import zoo
     from tasks.common.evaluate import SLICE_OPTIONS, config_of, evaluate
     torch.set_num_threads(1)

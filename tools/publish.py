@@ -183,9 +183,15 @@ def main(argv=None):
     tag = args.tag or (f"{name}.{task}_{args.dataset}" if args.dataset else None)
     if tag is None:
         raise SystemExit("pass --tag {model}.{task}_{dataset} or --dataset KEY")
-    if tag.split(".")[0] != name or tag.partition(".")[2].split("_")[0] != task:
+    from zoo.pretrained import parse_tag
+    try:
+        parsed = parse_tag(tag)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    if (parsed.model, parsed.task) != (name, task):
         raise SystemExit(f"tag {tag!r} does not match the model {name} and task {task}: expected {name}.{task}_<data>")
-    dataset = args.dataset or tag.partition(".")[2].split("_", 1)[1]
+    tag = str(parsed)
+    dataset = args.dataset or parsed.dataset
     from zoo import cards
     dataset = cards.dataset_info(dataset)
     if args.split or metrics_extra.get("split"):

@@ -199,8 +199,9 @@ def make_config(model, *, tag=None, dataset=None, metrics=None, config_name=None
     name, task = zc["name"], registry.resolve_task(zc["task"])
     args = _effective_args(name, task, _plain_json(zc["args"], f"zoo_config['args'] of {name}"))
     num_classes = _num_classes(model, args)
-    if dataset is None and tag and "_" in tag.partition(".")[2]:
-        dataset = tag.partition(".")[2].split("_", 1)[1]  # ff_vit_micro.cls_fmnist -> fmnist
+    if dataset is None and tag:
+        from .pretrained import parse_tag
+        dataset = parse_tag(tag).dataset  # ff_vit_micro.cls_fmnist -> fmnist
     dataset = cards.dataset_info(dataset) if dataset is not None else None
     if label_names is None and num_classes and dataset and len(dataset.get("label_names") or ()) == num_classes:
         label_names = dataset["label_names"]
