@@ -64,10 +64,28 @@ def load_entries(bundled_dir=BUNDLED, results_dir=RESULTS):
     return entries
 
 
+def curve_summary(tag, records):
+    """The main metric at each validation of a training log (mmengine ``scalars.json`` records), or ``None``."""
+    task = pretrained.parse_tag(tag).task
+    for name in cards.PRIMARY_METRICS.get(task, ()):
+        points = [(r["step"], r[name]) for r in records if name in r]
+        if points:  # mmengine logs a validation at its epoch (epoch loops) or iteration (iteration loops)
+            unit = "iteration" if task in ("seg", "gen") else "epoch"
+            return dict(metric=name, unit=unit, steps=[p for p, _ in points], values=[v for _, v in points])
+    return None
+
+
 def load_results(results_dir=RESULTS):
-    """``{tag: record}`` of ``results/metrics/*.json``."""
-    return {os.path.basename(p)[:-5]: _read_json(p)
-            for p in sorted(glob.glob(os.path.join(results_dir, "metrics", "*.json")))}
+    """``{tag: record}`` of ``results/metrics/*.json``, with ``curve`` from ``results/curves/<tag>.json``."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(results_dir, "metrics", "*.json"))):
+        tag = os.path.basename(path)[:-5]
+        rec = _read_json(path)
+        curve_path = os.path.join(results_dir, "curves", f"{tag}.json")
+        if os.path.isfile(curve_path):
+            rec["curve"] = curve_summary(tag, _read_json(curve_path))
+        out[tag] = rec
+    return out
 
 
 def outputs(bundled_dir=BUNDLED, results_dir=RESULTS, output=OUTPUT, index=pretrained.INDEX_PATH):

@@ -348,6 +348,18 @@ def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"
                              f"{_throughput(results.get(e.tag))}")
             out.append(f"| `{m}` | " + " | ".join(cells) + " |")
         out.append("")
+    curves = {tag: (rec or {}).get("curve") for tag, rec in results.items()}
+    if any(curves.get(t) for t in entries):
+        out += ["## Validation curves", "",
+                "The main metric at each validation of the training run (`results/curves/<tag>.json` holds every "
+                "logged value); the published checkpoint is the last one.", "",
+                "| Tag | Metric | Validations |", "|---|---|---|"]
+        for tag in sorted(entries):
+            curve = curves.get(tag)
+            if curve:
+                out.append(f"| `{tag}` | {curve['metric']} at {curve['unit']} | "
+                           + ", ".join(f"{s}: {v:.4g}" for s, v in zip(curve["steps"], curve["values"])) + " |")
+        out.append("")
     out += ["## Every checkpoint", "",
             "| Tag | Dataset | Metrics | Metrics from | Params | sha256 | Hub | Reproduce |", "|---|---|---|---|---|---|---|---|"]
     for tag in sorted(entries):
