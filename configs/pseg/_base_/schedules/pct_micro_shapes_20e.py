@@ -1,8 +1,8 @@
 # The recipe of the bundled `{mixer}_vit_micro.pseg_shapes` checkpoints (`make weights`): the micro PCT schedule
-# (pct_micro_shapes.py: SGD lr 0.05, momentum 0.9, wd 5e-4, cosine) run for 30 epochs, validated every 5 for the
+# (pct_micro_shapes.py: SGD lr 0.05, momentum 0.9, wd 5e-4, cosine) run for 20 epochs, validated every 5 for the
 # curve; the published checkpoint is the last one.
 _base_ = ['./pct_micro_shapes.py']
-max_epochs = 30
+max_epochs = 20
 param_scheduler = [dict(type='CosineAnnealingLR', T_max=max_epochs, eta_min=1e-4, by_epoch=True, begin=0,
                         end=max_epochs, convert_to_iter_based=True)]
 train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=max_epochs, val_interval=5)
