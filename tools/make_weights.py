@@ -134,6 +134,11 @@ def package(tag, config, args, train_s=None):
     if train_s is None and osp.isfile(rec_path):  # packaging only: keep the training time measured before
         with open(rec_path) as f:
             train_s = json.load(f).get("train_seconds")
+    if train_s is None:  # from the run's start (mmengine names its log folder by it) to the last checkpoint
+        runs = sorted(glob.glob(osp.join(work_dir, "2*_*")))
+        if runs:
+            start = time.mktime(time.strptime(osp.basename(runs[-1]), "%Y%m%d_%H%M%S"))
+            train_s = round(osp.getmtime(ckpt) - start, 1)
     task = parse_tag(tag).task
     record = dict(tag=tag, config=config, seed=args.seed, threads=args.threads, train_seconds=train_s,
                   checkpoint=osp.relpath(ckpt, ROOT), metrics=metrics, **measured,
