@@ -12,7 +12,6 @@ import json
 import sys
 
 from . import mixers, registry
-from .backbones.vit import SIZES
 
 
 def _list(args):
@@ -29,7 +28,7 @@ def pretrained_table(tags):
         e = registry.PRETRAINED[tag]
         name, value = primary_metric(e.task, e.metrics)
         rows.append((tag, f"{e.num_params / 1e6:.2f}M" if e.num_params else "?", e.dataset_name or e.dataset or "?",
-                     f"{name} {value:.4g}" if name else "?", e.metrics_source))
+                     f"{name} {value:.4g}" if name else "?", e.metrics_source.split(" (")[0]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
@@ -48,7 +47,7 @@ def _info(args):
     info = registry.model_info(args.name)
     model = registry.build(args.name, task=args.task, **json.loads(args.args))
     n = sum(p.numel() for p in model.parameters())
-    print(json.dumps(dict(name=args.name, task=model.zoo_config["task"], **info, **SIZES[info["size"]],
+    print(json.dumps(dict(name=args.name, task=model.zoo_config["task"], **info, **registry.ARCHS[info["arch"]][0][info["size"]],
                           params=n, paper=mixers.PAPERS[info["mixer"]],
                           pretrained=registry.list_pretrained(f"{args.name}.*")), indent=2))
 

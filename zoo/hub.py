@@ -129,7 +129,7 @@ def _effective_args(name, task, args):
 
     from . import registry
     module = importlib.import_module(registry.TASKS[task])
-    skip = {"model_name", "task", "mixer", "size"}
+    skip = {"model_name", "task", "mixer", "size", "arch"}  # from the name, not constructor choices
     out = {}
     for p in inspect.signature(module.build).parameters.values():
         if p.name in skip or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or p.default is inspect.Parameter.empty:
@@ -556,6 +556,11 @@ def load_pretrained_tag(model, entry, **hub_kwargs):
     Returns:
         The model, weights loaded; ``model.pretrained_cfg`` is ``entry.to_dict()`` completed by its ``config.json``.
     """
+    if entry.converter:  # upstream weights: downloaded, converted once, cached as safetensors (zoo.upstream)
+        from . import upstream
+        upstream.load_upstream(model, entry, **hub_kwargs)
+        model.pretrained_cfg = entry.to_dict()
+        return model
     if not entry.sha256 or not _SHA256_RE.match(entry.sha256):
         raise HubError(f"registry entry of {entry.tag!r} needs the 64-digit sha256 of its weights "
                        f"(zoo.registry.PRETRAINED), got {entry.sha256!r}")

@@ -189,3 +189,72 @@ def index_text(entries):
     data = {"generated_by": "tools/make_cards.py from pretrained/*/config.json; do not edit by hand",
             "entries": [entries[t].to_dict() for t in sorted(entries)]}
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+# -- upstream checkpoints -------------------------------------------------------------------------------------------
+# Weights trained elsewhere and published by their authors, converted on download (zoo.upstream) into the zoo's
+# layout. Their metrics are the authors' (never measured here: the data sets and files cannot be fetched on the
+# machines this zoo was built on). Where the file name carries torch.hub's sha256 prefix it is the entry's sha256
+# and is checked after download; the Hub revisions are unpinned (None: the repo's main) until someone with network
+# access pins them.
+_REPORTED = "reported upstream, not measured here"
+_IN1K = dict(dataset="in1k", dataset_name="ImageNet-1k", num_classes=1000,
+             mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+# mmseg normalises 0..255 pixels by mean (123.675, 116.28, 103.53), std (58.395, 57.12, 57.375): the same in 0..1.
+_ADE = dict(dataset="ade20k", dataset_name="ADE20K", num_classes=150,
+            mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+_MMSEG = "https://download.openmmlab.com/mmsegmentation/v0.5/vit/"
+_FF = "https://github.com/lukemelas/do-you-even-need-attention/releases/download/v0.0.1/"
+_EANET = ("https://github.com/MenghaoGuo/EANet/raw/c4bb93b82e11d75d3738517d1d2089f4726ff9e4/EAMLP/EAMLP_7_384/"
+          "model_best.pth.tar")
+
+
+def upstream_entries():
+    """``{tag: PretrainedCfg}`` of the upstream checkpoints (DeiT, mmseg UPerNet-DeiT, FF-only, EAMLP-7)."""
+    entries = []
+    for size, top1, params, sha in (("tiny", 72.2, 5717416, "a1311bcf"), ("small", 79.8, 22050664, "cd65a155"),
+                                    ("base", 81.8, 86567656, "b5f2ef4d")):
+        entries.append(PretrainedCfg(
+            tag=f"sa_vit_{size}.cls_in1k", hf_hub_id=f"timm/deit_{size}_patch16_224.fb_in1k",
+            file="model.safetensors", converter="timm_vit", args=dict(num_classes=1000, img_size=224, patch_size=16),
+            input_size=(3, 224, 224), **_IN1K, metrics={"top1": top1},
+            metrics_source=f"{_REPORTED} (DeiT paper, Table 1)", num_params=params, license="apache-2.0",
+            source=f"DeiT (Touvron et al. 2021), timm's Hub repo; original file "
+                   f"https://dl.fbaipublicfiles.com/deit/deit_{size}_patch16_224-{sha}.pth",
+            extra=dict(crop_pct=0.875, interpolation="bicubic")))
+    for size, path, sha, miou, ms, params, cfg in (
+            ("small", "upernet_deit-s16_mln_512x512_160k_ade20k/"
+                      "upernet_deit-s16_mln_512x512_160k_ade20k_20210621_161021-fb9a5dfb.pth",
+             "fb9a5dfb", 43.82, 45.07, 57995180, "vit_deit-s16_mln_upernet_8xb2-160k_ade20k-512x512.py"),
+            ("base", "upernet_deit-b16_mln_512x512_160k_ade20k/"
+                     "upernet_deit-b16_mln_512x512_160k_ade20k_20210621_191949-4e1450f3.pth",
+             "4e1450f3", 45.46, 47.16, 144173612, "vit_deit-b16_mln_upernet_8xb2-160k_ade20k-512x512.py")):
+        entries.append(PretrainedCfg(
+            tag=f"sa_vit_{size}.seg_ade20k", hf_hub_id=f"{HUB_ORG}/sa_vit_{size}.seg_ade20k", sha256=sha,
+            file=path.rsplit("/", 1)[1], url=_MMSEG + path, converter="mmseg_vit",
+            args=dict(num_classes=150, img_size=512, patch_size=16, channels=512, aux_channels=256, final_norm=False,
+                      class_token=True, padded_logits="stretch"),
+            input_size=(3, 512, 512), **_ADE, metrics={"mIoU": miou, "mIoU_ms_flip": ms}, num_params=params,
+            metrics_source=f"{_REPORTED} (mmsegmentation configs/vit/metafile.yaml, {cfg})", license="apache-2.0",
+            source=f"mmsegmentation UPerNet + DeiT-{size[0].upper()}16 + MLN, 8x2 160k iterations on ADE20K, {cfg}",
+            extra=dict(mmseg_config=cfg, test_mode="whole")))
+    for size, top1, params in (("tiny", 61.4, 7676332), ("base", 74.9, 61943020)):
+        entries.append(PretrainedCfg(
+            tag=f"ff_vit_{size}.cls_in1k", hf_hub_id=f"{HUB_ORG}/ff_vit_{size}.cls_in1k",
+            file=f"linear-{size}-checkpoint.pth", url=_FF + f"linear-{size}-checkpoint.pth", converter="ff_official",
+            args=dict(num_classes=1000, img_size=224, patch_size=16), input_size=(3, 224, 224), **_IN1K,
+            metrics={"top1": top1}, metrics_source=f"{_REPORTED} (the FF-only repository's README)",
+            num_params=params, license="other",  # the repository has no LICENSE file
+            source="Melas-Kyriazi 2021, 'Do You Even Need Attention?', GitHub release v0.0.1 (DeiT main.py "
+                   "container, weights under 'model')",
+            extra=dict(state_dict_key="model", crop_pct=0.875, interpolation="bicubic")))
+    entries.append(PretrainedCfg(
+        tag="ea_t2t_7.cls_in1k", hf_hub_id=f"{HUB_ORG}/ea_t2t_7.cls_in1k", file="model_best.pth.tar", url=_EANET,
+        converter="eamlp_t2t", args=dict(num_classes=1000, img_size=384), input_size=(3, 384, 384), **_IN1K,
+        metrics={"top1": 71.7}, num_params=6096206,
+        metrics_source=f"{_REPORTED} (EANet EAMLP/EAMLP_7_384/summary.csv, EMA weights)",
+        license="other",  # no LICENSE in the EANet repository; its EAMLP code carries T2T-ViT's Clear BSD header
+        source="Guo et al. 2021, EANet EAMLP-7 (T2T-ViT-7 front end, performer tokens, External Attention blocks), "
+               "300 epochs at 384",
+        extra=dict(state_dict_key="state_dict_ema", crop_pct=0.9, interpolation="bicubic")))
+    return {e.tag: e for e in entries}

@@ -9,12 +9,7 @@ import importlib
 
 from . import mixers
 from . import pretrained as _pretrained
-from .backbones.vit import SIZES
-
-ARCHS = ("vit",)
-
-# name -> dict(mixer, arch, size); filled once below, never by import side effects elsewhere.
-MODELS = {f"{m}_{a}_{s}": dict(mixer=m, arch=a, size=s) for m in mixers.MIXERS for a in ARCHS for s in SIZES}
+from .backbones import t2t, vit
 
 # task code -> module whose ``build(model_name, mixer=, size=, **kwargs)`` returns the model. Imported lazily so
 # ``import zoo`` stays light (segmentation pulls in mmseg).
@@ -35,9 +30,18 @@ TASK_ALIASES = {
 TASK_NAMES = {"cls": "image classification", "seg": "semantic segmentation", "gen": "image generation (GAN)",
               "pcls": "point-cloud classification", "pseg": "point-cloud part segmentation"}
 
+# Backbone families: arch -> (sizes, tasks it can serve). ``vit`` (conv patch embedding, zoo.backbones.vit) serves
+# every task; ``t2t`` (the tokens-to-token front end of T2T-ViT / EAMLP, zoo.backbones.t2t) classifies only: its
+# soft-split tokenizer has no dense or point counterpart here.
+ARCHS = {"vit": (vit.SIZES, tuple(TASKS)), "t2t": (t2t.SIZES, ("cls",))}
+
+# name -> dict(mixer, arch, size); filled once here, never by import side effects elsewhere.
+MODELS = {f"{m}_{a}_{s}": dict(mixer=m, arch=a, size=s)
+          for a, (sizes, _) in ARCHS.items() for m in mixers.MIXERS for s in sizes}
+
 # tag -> ``zoo.pretrained.PretrainedCfg``: the checkpoints trained here (the generated index ``zoo/pretrained.json``,
 # from the folders under ``pretrained/``), then upstream ones converted on download.
-PRETRAINED = dict(_pretrained.read_index())
+PRETRAINED = {**_pretrained.read_index(), **_pretrained.upstream_entries()}
 
 
 def _close(name, options):
@@ -133,8 +137,13 @@ def build(name, task="cls", **kwargs):
     """Build model ``name`` for ``task`` with random weights (``zoo.load`` adds weights)."""
     task = resolve_task(task)
     info = model_info(name)
+    served = ARCHS[info["arch"]][1]
+    if task not in served:
+        raise ValueError(f"{name} ({info['arch']} family) serves {', '.join(served)} only, not {task}; the vit "
+                         f"family serves every task (e.g. {info['mixer']}_vit_tiny)")
     module = importlib.import_module(TASKS[task])
-    model = module.build(name, task=task, mixer=info["mixer"], size=info["size"], **kwargs)
+    family = {"arch": info["arch"]} if info["arch"] != "vit" else {}  # the vit builders take no arch
+    model = module.build(name, task=task, mixer=info["mixer"], size=info["size"], **family, **kwargs)
     # Everything needed to rebuild this model, as plain JSON (written to config.json by ``zoo.hub``).
     model.zoo_config = dict(name=name, task=task, args=dict(kwargs))
     return model

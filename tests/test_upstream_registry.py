@@ -1,0 +1,64 @@
+"""The upstream tags in the registry: each builds the architecture its authors published (parameter counts), is
+marked as reported upstream, and ``zoo.load(tag)`` goes through the download-and-convert path."""
+import pytest
+import torch
+
+import zoo
+from zoo import hub, pretrained, registry
+from zoo.pretrained import PretrainedCfg
+
+from .test_upstream_download import FileServer, eamlp_small
+
+UPSTREAM = pretrained.upstream_entries()
+
+
+@pytest.mark.parametrize("tag", [pytest.param(t, marks=pytest.mark.slow) if "_base." in t else t
+                                 for t in sorted(UPSTREAM)])  # base models take ~10-40 s to initialise on a CPU
+def test_upstream_tag_builds_the_published_architecture(tag):
+    e = registry.PRETRAINED[tag]
+    assert e is UPSTREAM[tag] or e == UPSTREAM[tag]
+    assert e.metrics_source.startswith("reported upstream, not measured here") and e.metrics and e.converter
+    assert (e.url or e.hf_hub_id) and e.license
+    model = registry.build(e.model, task=e.task, **e.args)
+    assert sum(p.numel() for p in model.parameters()) == e.num_params
+    if e.url and "-" in e.file and e.sha256:  # torch.hub's name-<sha256 prefix>.pth convention
+        assert e.file.rsplit("-", 1)[1].startswith(e.sha256)
+
+
+def test_pretrained_true_picks_the_upstream_tag():
+    assert registry.find_pretrained("sa_vit_base", "seg") == "sa_vit_base.seg_ade20k"
+    assert registry.find_pretrained("ff_vit_tiny", "cls") == "ff_vit_tiny.cls_in1k"
+    with pytest.raises(ValueError, match="ea_vit_base has no pretrained weights for task 'seg'"):
+        registry.find_pretrained("ea_vit_base", "seg")
+
+
+def test_load_routes_an_upstream_tag_through_download_and_conversion(tmp_path, monkeypatch):
+    ema, data = eamlp_small(tmp_path, seed=7)
+    server = FileServer()
+    try:
+        url = server.serve("/model_best.pth.tar", data)
+        entry = PretrainedCfg.from_dict({**UPSTREAM["ea_t2t_7.cls_in1k"].to_dict(), "url": url,
+                                         "args": dict(num_classes=1000, img_size=64), "input_size": [3, 64, 64]})
+        monkeypatch.setitem(registry.PRETRAINED, entry.tag, entry)
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        model = zoo.load("ea_t2t_7", pretrained=True).eval()
+    finally:
+        server.stop()
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ema(x), atol=1e-5, rtol=0)
+    assert model.pretrained_cfg["tag"] == "ea_t2t_7.cls_in1k"
+    assert model.pretrained_cfg["metrics_source"].startswith("reported upstream")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # converted once: offline, from the safetensors cache
+    again = zoo.load("ea_t2t_7.cls_in1k").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(again(x), ema(x), atol=1e-5, rtol=0)
+
+
+def test_offline_without_cache_names_the_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    with pytest.raises(Exception, match="linear-tiny-checkpoint.pth") as err:
+        zoo.load("ff_vit_tiny", pretrained=True)
+    assert isinstance(err.value, (hub.HubError, RuntimeError))
