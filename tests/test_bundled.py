@@ -60,3 +60,19 @@ def test_bundled_checkpoint_matches_its_card(tag, one_thread, tmp_path):
     card = pretrained.read_index()[tag].metrics
     got = _score(tag, None, tmp_path)
     assert {k: got[k] for k in card} == pytest.approx(card, abs=1e-4)
+
+
+def test_tools_test_scores_a_tag(tmp_path):
+    """``tools/test.py CONFIG --pretrained TAG`` is the same evaluation: it reproduces the recorded slice."""
+    if not TAGS:
+        pytest.skip("no bundled checkpoints in this checkout")
+    from tasks.common.evaluate import config_of
+    from .test_train_cls import run_tool
+    tag = next((t for t in TAGS if pretrained.parse_tag(t).task == "pcls"), TAGS[0])
+    rec = _record(tag)["slice"]
+    out = tmp_path / "m.json"
+    proc = run_tool([os.path.join(ROOT, "tools", "test.py"), config_of(tag), "--pretrained", tag, "--work-dir",
+                     tmp_path / "w", "--json-out", out, "--cfg-options", "test_dataloader.sampler.type=FirstNSampler",
+                     f"test_dataloader.sampler.num_samples={rec['num_samples']}"], cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(out.read_text())["metrics"] == pytest.approx(rec["metrics"], abs=1e-6)

@@ -1,5 +1,11 @@
 """Evaluate a checkpoint with an mmengine config (any task): ``python tools/test.py CONFIG CHECKPOINT [options]``.
 
+``--pretrained WEIGHTS`` evaluates zoo weights instead of a training checkpoint: a registered tag (the bundled
+``ea_vit_micro.seg_scenes``, or an upstream one such as ``sa_vit_base.seg_ade20k``, downloaded and converted), or a
+published folder (``hf-hub:org/name``, ``local-dir:/path``). With ADE20K on disk, mmseg's reported number is one
+command: ``python tools/test.py configs/seg/upernet_sa-vit-base_8xb2-160k_ade20k-512x512.py --pretrained
+sa_vit_base.seg_ade20k``.
+
 A thin script over ``mmengine.runner.Runner`` in the style of mmsegmentation's ``tools/test.py``. ``--tta`` swaps in
 the config's ``tta_pipeline`` and wraps ``model`` in its ``tta_model``, as mmsegmentation does.
 
@@ -24,7 +30,9 @@ from zoo.convert import CheckpointError  # noqa: E402
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description="Evaluate a checkpoint (mmengine Runner)")
     cli.add_common_args(parser, "test_dataloader.batch_size=64")
-    parser.add_argument("checkpoint", help="checkpoint file (an mmengine .pth from tools/train.py)")
+    parser.add_argument("checkpoint", nargs="?", help="checkpoint file (an mmengine .pth from tools/train.py)")
+    parser.add_argument("--pretrained", metavar="WEIGHTS",
+                        help="zoo weights instead of a checkpoint: a tag, hf-hub:org/name or local-dir:/path")
     parser.add_argument("--tta", action="store_true", help="test-time augmentation (config's tta_model/tta_pipeline)")
     parser.add_argument("--json-out", metavar="FILE", help="also write the metrics to FILE as JSON")
     return cli.parse(parser, argv)
@@ -50,7 +58,9 @@ def jsonable(metrics):
 
 def check_paths(args):
     """Fail before building anything when the checkpoint is missing or the ``--json-out`` folder does not exist."""
-    if not osp.isfile(args.checkpoint):
+    if (args.checkpoint is None) == (args.pretrained is None):
+        raise SystemExit("tools/test.py: error: give a CHECKPOINT or --pretrained WEIGHTS (one of them)")
+    if args.checkpoint is not None and not osp.isfile(args.checkpoint):
         raise SystemExit(f"tools/test.py: error: checkpoint {args.checkpoint} not found")
     if args.json_out:
         folder = osp.dirname(osp.abspath(args.json_out))
@@ -71,13 +81,19 @@ def main(argv=None):
     common.init_distributed(args.launcher)
     runner = cli.build_runner(cfg)
     try:
-        load_strict(runner, args.checkpoint)
-    except CheckpointError as e:
+        if args.pretrained:
+            import zoo
+            from tasks.common.evaluate import load_zoo_weights
+            load_zoo_weights(runner, zoo.load(args.pretrained), source=f"--pretrained {args.pretrained}")
+        else:
+            load_strict(runner, args.checkpoint)
+    except (CheckpointError, ValueError) as e:
         raise SystemExit(f"tools/test.py: error: {e}") from e
     metrics = runner.test()
     if args.json_out:
         with open(args.json_out, "w") as f:
-            json.dump(dict(config=args.config, checkpoint=args.checkpoint, metrics=jsonable(metrics)), f, indent=2)
+            json.dump(dict(config=args.config, checkpoint=args.checkpoint or args.pretrained, metrics=jsonable(metrics)),
+                      f, indent=2)
     return metrics
 
 

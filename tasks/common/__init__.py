@@ -6,6 +6,7 @@ Importing this package registers, in mmengine's root registries:
 - ``CPUAmpOptimWrapper`` (``OPTIM_WRAPPERS``): bfloat16 autocast on CPU, what ``tools/train.py --amp`` uses there.
 - ``ProgressHook`` (``HOOKS``): a progress display for training, validation and testing.
 - ``NonFiniteLossHook`` (``HOOKS``): stops training on a NaN/inf loss before a checkpoint is saved.
+- ``FirstNSampler`` (``DATA_SAMPLERS``): the first N samples in order, a fixed evaluation slice.
 - a checkpoint loader for local files that never unpickles arbitrary objects (``tasks.common.checkpoint``).
 """
 try:  # training and evaluation are the `train` extra: name it before an import deep inside mmengine fails
@@ -15,7 +16,7 @@ except ImportError as _e:
                       f"training packages (no module named {_e.name!r}): pip install 'zoo[train]'",
                       name=_e.name) from None
 
-from . import checkpoint, hooks, runtime  # noqa: F401, E402  (registration side effects)
+from . import checkpoint, evaluate, hooks, runtime  # noqa: F401, E402  (registration side effects)
 from .checkpoint import safe_load  # noqa: E402
 from .hooks import NonFiniteLossHook, ProgressHook  # noqa: E402
 from .runtime import CPUAmpOptimWrapper, ZooDistributedDataParallel, init_distributed, use_amp  # noqa: E402

@@ -70,16 +70,26 @@ def build_runner(config, weights, work_dir=None, max_samples=None, cfg_options=N
         cfg.test_dataloader.sampler = dict(type="FirstNSampler", num_samples=int(max_samples),
                                            **{k: v for k, v in sampler.items() if k not in ("type", "shuffle")})
     runner = cli.build_runner(cfg)
-    target = runner.model.module if hasattr(runner.model, "module") else runner.model
+    load_zoo_weights(runner, model, source=f"{weights} into the model of {config}")
+    return runner
+
+
+def load_zoo_weights(runner, model, source="weights"):
+    """Copy the weights of a zoo ``model`` strictly into the zoo model inside ``runner.model`` (DDP and TTA
+    wrappers are looked through); a mismatch names the missing, unexpected and mis-shaped keys."""
+    target = runner.model
+    while not hasattr(target, "zoo_model") and hasattr(target, "module"):
+        target = target.module
+    if not hasattr(target, "zoo_model"):
+        raise ValueError(f"{type(runner.model).__name__} exposes no zoo_model to load {source}")
     zoo_model = target.zoo_model
     own, given = zoo_model.state_dict(), model.state_dict()
     missing, unexpected = sorted(set(own) - set(given)), sorted(set(given) - set(own))
     shapes = [k for k in own if k in given and own[k].shape != given[k].shape]
     if missing or unexpected or shapes:
-        raise ValueError(f"{weights} does not fit the model of {config}: missing {missing[:10]}, unexpected "
-                         f"{unexpected[:10]}, mis-shaped {shapes[:10]}")
+        raise ValueError(f"{source}: the weights do not fit: missing {missing[:10]}, unexpected {unexpected[:10]}, "
+                         f"mis-shaped {shapes[:10]}")
     zoo_model.load_state_dict(given, strict=True)
-    return runner
 
 
 def evaluate(config, weights, work_dir=None, max_samples=None, cfg_options=None):
