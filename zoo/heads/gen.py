@@ -17,8 +17,9 @@ Layout for ``img_size=32`` (``ch`` conv channels, ``T`` = a trunk stage, see ``T
 
 Other power-of-two sizes (>= 16) add or remove up/down stages; trunk stages sit at the 8x8 and 16x16 resolutions of
 both networks. Spectral normalisation wraps every conv and linear layer of both networks, trunk stages included
-(their 1x1 projections and the mixers' and MLPs' linear layers), as SAGAN does ("spectral normalization for the
-layers in both the generator and the discriminator"; its attention layer's 1x1 convs are normalised too).
+(their 1x1 projections and the mixers' and MLPs' linear layers), as SAGAN does: it normalises the layers of both
+networks, the 1x1 convs of its attention block included (the SN non-local block of its released code, which
+BigGAN-PyTorch reproduces).
 
 Sizing by the backbone size (``zoo.backbones.vit.SIZES``: embed_dim E, depth L, heads h):
 
