@@ -48,7 +48,7 @@ RECIPES = {
     "seg": ("scenes", "configs/seg/upernet_{m}-vit-micro_1xb16-2k_fashion-scenes-64x64.py"),
     "pcls": ("shapes", "configs/pcls/pct_{m}-vit-micro_1xb16-15e_shapes-256.py"),
     "pseg": ("shapes", "configs/pseg/pct_{m}-vit-micro_1xb16-20e_shapes-part-256.py"),
-    "gen": ("fmnist", "configs/gen/sagan_{m}-vit-micro_1xb32-6k_fmnist-32x32.py"),
+    "gen": ("fmnist", "configs/gen/sagan_{m}-vit-micro_1xb32-300it_fmnist-32x32.py"),
 }
 
 
@@ -114,8 +114,9 @@ def package(tag, config, args, train_s=None):
     ckpt = _last_checkpoint(work_dir)
     metrics_path = osp.join(work_dir, "test_metrics.json")
     if not args.package_only or not osp.isfile(metrics_path):
+        test_options = ["--cfg-options", *args.test_cfg_options] if args.test_cfg_options else []
         _run([py, "tools/test.py", config, ckpt, "--work-dir", osp.join(work_dir, "test"), "--json-out",
-              metrics_path], log, env)
+              metrics_path, *test_options], log, env)
     out = osp.join(args.out, tag)
     staging = out + ".new"
     shutil.rmtree(staging, ignore_errors=True)
@@ -217,6 +218,8 @@ def parse_args(argv=None):
     p.add_argument("--resume", action="store_true", help="resume unfinished trainings instead of restarting")
     p.add_argument("--cfg-options", nargs="+", default=[], metavar="K=V",
                    help="passed to tools/train.py, e.g. train_cfg.max_epochs=1 for a smoke run")
+    p.add_argument("--test-cfg-options", nargs="+", default=[], metavar="K=V",
+                   help="passed to tools/test.py, e.g. a cheaper evaluator; the metrics' names say what was measured")
     p.add_argument("--package-only", action="store_true",
                    help="rewrite the published folders and records from finished trainings (no training or test)")
     p.add_argument("--post", metavar="FOLDER", help=argparse.SUPPRESS)  # internal: measure one published folder
