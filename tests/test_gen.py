@@ -48,7 +48,7 @@ def test_generator_and_discriminator_shapes(mixer):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", zoo.list_models())
+@pytest.mark.parametrize("name", zoo.list_models(task="gen"))
 def test_every_registered_backbone_builds_a_gan(name):
     """All sizes (base takes ~10 s to build on a shared CPU, hence slow)."""
     gan = zoo.load(name, task="gen", img_size=32, out_chans=3, z_dim=8)

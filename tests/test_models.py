@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import zoo
+from zoo import registry
 from zoo.backbones.vit import SIZES
 
 ALL = zoo.list_models()
@@ -13,10 +14,12 @@ TINY = dict(img_size=32, patch_size=16, num_classes=5)  # 4 patches + cls token
 
 
 def test_registry_names():
-    assert len(ALL) == 16 == len(set(ALL))
-    assert set(ALL) == {f"{m}_vit_{s}" for m in ("sa", "ea", "effa", "ff") for s in ("micro", "tiny", "small", "base")}
-    assert zoo.list_models("ea_*") == ["ea_vit_base", "ea_vit_micro", "ea_vit_small", "ea_vit_tiny"]
-    assert zoo.list_models(task="seg") == ALL  # every backbone works with every task
+    vit = {f"{m}_vit_{s}" for m in ("sa", "ea", "effa", "ff") for s in ("micro", "tiny", "small", "base")}
+    t2t = {f"{m}_t2t_7" for m in ("sa", "ea", "effa", "ff")}
+    assert len(ALL) == 20 == len(set(ALL)) and set(ALL) == vit | t2t
+    assert zoo.list_models("ea_*") == ["ea_t2t_7", "ea_vit_base", "ea_vit_micro", "ea_vit_small", "ea_vit_tiny"]
+    assert set(zoo.list_models(task="seg")) == vit  # every vit backbone works with every task; t2t classifies
+    assert zoo.list_models(task="cls") == ALL
     assert (SIZES["tiny"], SIZES["small"], SIZES["base"]) == (
         dict(embed_dim=192, depth=12, num_heads=3), dict(embed_dim=384, depth=12, num_heads=6),
         dict(embed_dim=768, depth=12, num_heads=12))
@@ -33,7 +36,8 @@ def test_forward_backward_features(name):
     assert not no_grad, f"parameters without a finite gradient: {no_grad}"
 
     model.eval()
-    depth = SIZES[name.rsplit("_", 1)[1]]["depth"]
+    info = registry.model_info(name)
+    depth = registry.ARCHS[info["arch"]][0][info["size"]]["depth"]
     assert len(model.feature_info) == depth and model.num_features == model.feature_info[0]["num_chs"]
     with torch.no_grad():
         final, feats = model.forward_intermediates(x)
@@ -87,7 +91,7 @@ def test_bad_names_list_close_matches():
     with pytest.raises(ValueError, match="valid tasks: cls"):
         zoo.load("ea_vit_base", task="detection")
     with pytest.raises(ValueError, match="has no pretrained weights for task 'cls'"):
-        zoo.load("sa_vit_base", pretrained=True)
+        zoo.load("ea_vit_base", pretrained=True)
 
 
 def test_zoo_config_is_plain_json():

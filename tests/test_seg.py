@@ -57,7 +57,7 @@ def test_backbone_returns_the_trunk_blocks_it_names():
         tok, hw = trunk._embed(x)
         expected = []
         for blk in trunk.blocks:
-            tok = blk(tok, hw)
+            tok = blk(tok)
             expected.append(tok[:, 1:].transpose(1, 2).reshape(2, 64, 8, 8))
     assert len(feats) == 4
     for f, e in zip(feats, expected):

@@ -12,7 +12,7 @@ import json
 import re
 
 from .backbones.vit import SIZES
-from .mixers import PAPERS
+from . import mixers
 
 # Dataset key (the part after ``{task}_`` in a tag) -> what a card says about it. ``id`` is the Hub dataset id.
 DATASETS = {
@@ -72,46 +72,7 @@ METRIC_TYPES = [
     (r"^is$|inception", "inception_score"),
 ]
 
-MIXER_SUMMARY = {
-    "sa": "softmax self-attention (the ViT / DeiT baseline): every token attends to every token, O(N^2)",
-    "ea": "External Attention: two small learned memories shared by all samples replace keys and values, "
-          "softmax over tokens then l1 normalisation over the memory slots, O(N)",
-    "effa": "Efficient Attention: softmax over the keys' tokens and the queries' channels lets the product "
-            "be taken as Q (K^T V), linear in the number of tokens",
-    "ff": "a feed-forward layer over the token axis (LayerNorm over tokens, N -> 4N -> N MLP): no attention at "
-          "all, for a fixed number of tokens",
-}
 
-ARXIV = {"sa": "2010.11929", "ea": "2105.02358", "effa": "1812.01243", "ff": "2105.02723"}
-
-CITATIONS = {
-    "sa": """@inproceedings{dosovitskiy2021vit,
-  title     = {An Image is Worth 16x16 Words: Transformers for Image Recognition at Scale},
-  author    = {Dosovitskiy, Alexey and Beyer, Lucas and Kolesnikov, Alexander and Weissenborn, Dirk and
-               Zhai, Xiaohua and Unterthiner, Thomas and Dehghani, Mostafa and Minderer, Matthias and
-               Heigold, Georg and Gelly, Sylvain and Uszkoreit, Jakob and Houlsby, Neil},
-  booktitle = {International Conference on Learning Representations},
-  year      = {2021}
-}""",
-    "ea": """@article{guo2021external,
-  title   = {Beyond Self-attention: External Attention using Two Linear Layers for Visual Tasks},
-  author  = {Guo, Meng-Hao and Liu, Zheng-Ning and Mu, Tai-Jiang and Hu, Shi-Min},
-  journal = {arXiv preprint arXiv:2105.02358},
-  year    = {2021}
-}""",
-    "effa": """@inproceedings{shen2021efficient,
-  title     = {Efficient Attention: Attention with Linear Complexities},
-  author    = {Shen, Zhuoran and Zhang, Mingyuan and Zhao, Haiyu and Yi, Shuai and Li, Hongsheng},
-  booktitle = {IEEE Winter Conference on Applications of Computer Vision},
-  year      = {2021}
-}""",
-    "ff": """@article{melaskyriazi2021doyoueven,
-  title   = {Do You Even Need Attention? A Stack of Feed-Forward Layers Does Surprisingly Well on ImageNet},
-  author  = {Melas-Kyriazi, Luke},
-  journal = {arXiv preprint arXiv:2105.02723},
-  year    = {2021}
-}""",
-}
 DEIT_CITATION = """@inproceedings{touvron2021deit,
   title     = {Training data-efficient image transformers \\& distillation through attention},
   author    = {Touvron, Hugo and Cord, Matthieu and Douze, Matthijs and Massa, Francisco and
@@ -158,8 +119,9 @@ def card_data(cfg):
     pipeline, task_type, task_name = TASKS[cfg["task"]]
     dataset = cfg.get("dataset") or {}
     tags = ["zoo", "vision-transformer", f"token-mixer-{mixer}", task_type, "safetensors", "pytorch"]
-    if mixer in ARXIV:
-        tags.append(f"arxiv:{ARXIV[mixer]}")  # the Hub's way of linking a paper
+    info = mixers.info(mixer)
+    if info.get("arxiv"):
+        tags.append(f"arxiv:{info['arxiv']}")  # the Hub's way of linking a paper
     if dataset.get("key"):
         tags.append(dataset["key"])
     results = [EvalResult(task_type=task_type, task_name=task_name, dataset_type=dataset.get("id") or
@@ -196,7 +158,7 @@ def model_card(cfg):
     out.append(f"`{cfg['name']}` for {task_name.lower()}{trained}: the zoo's isotropic ViT-style trunk "
                f"(size `{size}`: width {dims.get('embed_dim', '?')}, {dims.get('depth', '?')} blocks, "
                f"{dims.get('num_heads', '?')} heads) whose token mixer is **{mixer}**, "
-               f"{MIXER_SUMMARY.get(mixer, mixer)}.")
+               f"{mixers.info(mixer).get('summary') or mixer}.")
     out += ["", "## Model details", "", "| | |", "|---|---|",
             f"| Model | `{cfg['name']}` (mixer `{mixer}`, arch `{arch['arch']}`, size `{size}`) |",
             f"| Task | {task_name} (`{task}`) |"]
@@ -221,8 +183,10 @@ def model_card(cfg):
     if weights.get("sha256"):
         out.append(f"| Weights | `{weights.get('file', 'model.safetensors')}`, sha256 `{weights['sha256']}` |")
     out.append(f"| zoo version | {cfg.get('zoo_version', '?')} |")
-    out += ["", "## Token mixer", "", f"{PAPERS.get(mixer, mixer)}"
-            + (f", [arXiv:{ARXIV[mixer]}](https://arxiv.org/abs/{ARXIV[mixer]})" if mixer in ARXIV else "") + ".",
+    minfo = mixers.info(mixer)
+    out += ["", "## Token mixer", "", f"{minfo.get('paper') or mixer}"
+            + (f", [arXiv:{minfo['arxiv']}](https://arxiv.org/abs/{minfo['arxiv']})" if minfo.get("arxiv") else "")
+            + ".",
             "", "## Training data and recipe", ""]
     if dataset:
         src = f" ([source]({dataset['url']}))" if dataset.get("url") else ""
@@ -267,7 +231,7 @@ def model_card(cfg):
         else:
             out += ["with torch.no_grad():", "    logits = model(x)  # per-class score maps (B, classes, h, w)"]
     # The mixer's paper, then DeiT, whose layout and recipe the trunk follows.
-    out += ["```", "", "## Citation", "", "```bibtex", CITATIONS.get(mixer, "").strip(), "", DEIT_CITATION, "```",
+    out += ["```", "", "## Citation", "", "```bibtex", (minfo.get("citation") or "").strip(), "", DEIT_CITATION, "```",
             "", "## Files", "",
             "- `model.safetensors`: weights only (safetensors; no pickle).",
             "- `config.json`: everything needed to rebuild the model (`zoo.load(\"local-dir:/path\")`).",
@@ -323,7 +287,7 @@ def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"
         by_cell.setdefault((e.model.split("_", 1)[1], mixer, e.task), e)
     families = sorted({k[0] for k in by_cell})
     for family in families:
-        mixers = [m for m in ("sa", "ea", "effa", "ff") if any(k[:2] == (family, m) for k in by_cell)]
+        codes = [m for m in mixers.MIXERS if any(k[:2] == (family, m) for k in by_cell)]
         tasks = [t for t in TASK_ORDER if any(k[0] == family and k[2] == t for k in by_cell)]
         heads = []
         for t in tasks:
@@ -335,7 +299,7 @@ def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"
                 "parameters, and evaluation throughput on one CPU thread here (`tools/make_weights.py --throughput`); "
                 "the metric links to the card.", "",
                 "| mixer | " + " | ".join(heads) + " |", "|---|" + "---|" * len(tasks)]
-        for m in mixers:
+        for m in codes:
             cells = []
             for t in tasks:
                 e = by_cell.get((family, m, t))

@@ -48,7 +48,7 @@ def _info(args):
     model = registry.build(args.name, task=args.task, **json.loads(args.args))
     n = sum(p.numel() for p in model.parameters())
     print(json.dumps(dict(name=args.name, task=model.zoo_config["task"], **info, **registry.ARCHS[info["arch"]][0][info["size"]],
-                          params=n, paper=mixers.PAPERS[info["mixer"]],
+                          params=n, paper=mixers.list_mixers()[info["mixer"]],
                           pretrained=registry.list_pretrained(f"{args.name}.*")), indent=2))
 
 

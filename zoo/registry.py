@@ -44,6 +44,20 @@ MODELS = {f"{m}_{a}_{s}": dict(mixer=m, arch=a, size=s)
 PRETRAINED = {**_pretrained.read_index(), **_pretrained.upstream_entries()}
 
 
+def register_mixer(cls, code=None):
+    """Register a user mixer class (``zoo.mixers``' contract) and its model names ``{code}_{arch}_{size}``.
+
+    Returns the model names added, e.g. ``["pool_t2t_7", "pool_vit_base", ...]``; every task can then build them.
+    """
+    mixers.register(cls, code)
+    code = code or cls.code
+    added = sorted(f"{code}_{a}_{s}" for a, (sizes, _) in ARCHS.items() for s in sizes)
+    for name in added:
+        arch, size = name.split("_", 2)[1:]
+        MODELS[name] = dict(mixer=code, arch=arch, size=size)
+    return added
+
+
 def _close(name, options):
     close = difflib.get_close_matches(name, list(options), n=5, cutoff=0.5)
     return f" Close matches: {', '.join(close)}." if close else ""
@@ -70,14 +84,16 @@ def model_info(name):
 def list_models(pattern=None, task=None, pretrained=False):
     """Registered model names, optionally filtered by a glob ``pattern``, a ``task`` and having weights.
 
-    Every backbone works with every task, so ``task`` filters only together with ``pretrained=True``.
+    ``task`` keeps the names whose backbone family serves it (``vit``: every task; ``t2t``: ``cls``), and with
+    ``pretrained=True`` those that have weights for it.
     """
     import fnmatch
     names = sorted(MODELS)
     if task is not None:
         task = resolve_task(task)
+        names = [n for n in names if task in ARCHS[MODELS[n]["arch"]][1]]
     if pattern:
-        names = [n for n in names if fnmatch.fnmatch(n, pattern)]
+        names = [n for n in names if fnmatch.fnmatch(n, pattern.lower())]
     if pretrained:
         tags = list_pretrained(task=task)
         names = [n for n in names if any(_pretrained.parse_tag(t).model == n for t in tags)]

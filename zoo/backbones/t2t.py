@@ -223,7 +223,7 @@ class T2TViT(nn.Module):
         """(B, C, H, W) -> normalised tokens (B, 1 + N, E)."""
         x, hw = self._embed(x)
         for blk in self.blocks:
-            x = blk(x, hw)
+            x = blk(x)
         return self.norm(x)
 
     def forward_head(self, x, pre_logits=False):
@@ -254,7 +254,7 @@ class T2TViT(nn.Module):
         out = []
         last = max(take) if intermediates_only else depth - 1
         for i, blk in enumerate(self.blocks[:last + 1]):
-            x = blk(x, hw)
+            x = blk(x)
             if i in take:
                 y = (self.norm(x) if norm else x)[:, 1:]
                 out.append(y.transpose(1, 2).reshape(B, -1, *hw) if output_fmt == "NCHW" else y)

@@ -2,7 +2,7 @@
 
 Layout follows DeiT / timm ``VisionTransformer`` (conv patch embedding, cls token, learned position embedding,
 pre-norm blocks, LayerNorm eps 1e-6, exact GELU, MLP ratio 4, final LayerNorm, head on the cls token), so
-official ViT weights map one to one (``zoo.convert``). The mixer is injected by name (``zoo.mixers``)::
+official ViT weights map one to one (``zoo.convert``). The mixer is injected as a class or a code (``zoo.mixers``)::
 
     tokens -> [Block: x + mixer(norm1(x)); x + mlp(norm2(x))] x depth -> norm -> head(cls)
 
@@ -34,7 +34,7 @@ class Block(nn.Module):
     Args:
         dim: Token width C.
         num_heads: Heads of the mixer.
-        mixer: Mixer code (``sa``, ``ea``, ``effa``, ``ff``).
+        mixer: Mixer class (``zoo.mixers``' contract) or code (``sa``, ``ea``, ``effa``, ``ff``, or a registered one).
         num_tokens: Token count (needed by ``ff``).
         mlp_ratio: Hidden width of the channel MLP relative to C.
         drop_path: Stochastic depth rate of both residual branches.
@@ -52,12 +52,12 @@ class Block(nn.Module):
         self.mlp = Mlp(dim, int(dim * mlp_ratio), drop=drop)
         self.drop_path = DropPath(drop_path)
 
-    def forward(self, x, hw=None):
+    def forward(self, x):
         if self.mixer_first:
-            x = x + self.drop_path(self.mixer(self.norm1(x), hw))
+            x = x + self.drop_path(self.mixer(self.norm1(x)))
             return x + self.drop_path(self.mlp(self.norm2(x)))
         x = x + self.drop_path(self.mlp(self.norm2(x)))
-        return x + self.drop_path(self.mixer(self.norm1(x), hw))
+        return x + self.drop_path(self.mixer(self.norm1(x)))
 
 
 def build_blocks(dim, depth, num_heads, mixer="sa", num_tokens=None, mlp_ratio=4.0, drop_rate=0.0,
@@ -160,7 +160,7 @@ class VisionTransformer(nn.Module):
         """(B, C, H, W) -> normalised tokens (B, prefix + N, D)."""
         x, hw = self._embed(x)
         for blk in self.blocks:
-            x = blk(x, hw)
+            x = blk(x)
         return self.norm(x)
 
     def forward_head(self, x, pre_logits=False):
@@ -200,7 +200,7 @@ class VisionTransformer(nn.Module):
         out = []
         last = max(take) if intermediates_only else depth - 1
         for i, blk in enumerate(self.blocks[:last + 1]):
-            x = blk(x, hw)
+            x = blk(x)
             if i in take:
                 y = (self.norm(x) if norm else x)[:, self.num_prefix_tokens:]
                 out.append(y.transpose(1, 2).reshape(B, -1, *hw) if output_fmt == "NCHW" else y)

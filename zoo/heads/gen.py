@@ -88,7 +88,7 @@ class TrunkStage(nn.Module):
             raise ValueError(f"trunk stage built for {self.resolution}x{self.resolution} maps got {H}x{W}")
         t = self.proj_in(x).flatten(2).transpose(1, 2) + self.pos_embed  # (B, HW, D)
         for blk in self.blocks:
-            t = blk(t, (H, W))
+            t = blk(t)
         t = self.norm(t).transpose(1, 2).reshape(B, -1, H, W)  # (B, D, H, W)
         return x + self.gamma * self.proj_out(t)
 

@@ -38,6 +38,17 @@ class ExternalAttention(nn.Module):
         proj_drop: Dropout after ``proj``.
     """
 
+    code = 'ea'
+    paper = 'Guo et al., Beyond Self-attention: External Attention using Two Linear Layers for Visual Tasks (2021)'
+    arxiv = '2105.02358'
+    summary = 'External Attention: two small learned memories shared by all samples replace keys and values, softmax over tokens then l1 normalisation over the memory slots, O(N)'
+    citation = """@article{guo2021external,
+  title   = {Beyond Self-attention: External Attention using Two Linear Layers for Visual Tasks},
+  author  = {Guo, Meng-Hao and Liu, Zheng-Ning and Mu, Tai-Jiang and Hu, Shi-Min},
+  journal = {arXiv preprint arXiv:2105.02358},
+  year    = {2021}
+}"""
+
     def __init__(self, dim, num_heads=8, num_tokens=None, memory_size=64, expansion=4, attn_drop=0.0,
                  proj_drop=0.0):
         super().__init__()
@@ -78,10 +89,10 @@ class ExternalAttention(nn.Module):
         bb = self.proj.bias + wp.sum(dim=1) @ self.linear_1.bias  # M_v's bias reaches every head alike
         return wa, ba, wb, bb
 
-    def forward(self, x, hw=None):
+    def forward(self, x):
         layers = (self.trans_dims, self.linear_0, self.linear_1, self.proj)
         if not plain(*layers):  # hooked or wrapped sub-layers must see their own inputs: run the step-by-step form
-            return self.forward_reference(x, hw)
+            return self.forward_reference(x)
         fast = onednn_ready(x, *layers)  # CPU inference: oneDNN's linear (zoo.layers.linear)
         B, N, _ = x.shape
         H, S, T = self.num_heads, self.linear_0.out_features, self.chunk_tokens
@@ -112,7 +123,7 @@ class ExternalAttention(nn.Module):
             out.append(linear(attn, wb, bb, fast))  # (B, t, C)
         return self.proj_drop(torch.cat(out, dim=1) if len(out) > 1 else out[0])
 
-    def forward_reference(self, x, hw=None):
+    def forward_reference(self, x):
         """The step-by-step form (same result as ``forward``): trans_dims, M_k, double normalisation, M_v, proj."""
         B, N, _ = x.shape
         x = self.trans_dims(x).view(B, N, self.num_heads, -1).transpose(1, 2)  # (B, 4h, N, d)

@@ -30,6 +30,17 @@ class EfficientAttention(nn.Module):
         proj_drop: Dropout after ``reprojection``.
     """
 
+    code = 'effa'
+    paper = 'Shen et al., Efficient Attention: Attention with Linear Complexities (WACV 2021)'
+    arxiv = '1812.01243'
+    summary = "Efficient Attention: softmax over the keys' tokens and the queries' channels lets the product be taken as Q (K^T V), linear in the number of tokens"
+    citation = """@inproceedings{shen2021efficient,
+  title     = {Efficient Attention: Attention with Linear Complexities},
+  author    = {Shen, Zhuoran and Zhang, Mingyuan and Zhao, Haiyu and Yi, Shuai and Li, Hongsheng},
+  booktitle = {IEEE Winter Conference on Applications of Computer Vision},
+  year      = {2021}
+}"""
+
     def __init__(self, dim, num_heads=8, num_tokens=None, key_dim=None, value_dim=None, proj_drop=0.0):
         super().__init__()
         key_dim = key_dim or dim
@@ -82,14 +93,14 @@ class EfficientAttention(nn.Module):
         ctx = (torch.stack(ctxs) * w.view(len(ctxs), B, h, -1, 1)).sum(dim=0)
         return ctx / denom.view(B, h, -1, 1)  # (B, h, dk/h, dv/h)
 
-    def forward(self, x, hw=None):
+    def forward(self, x):
         B, N, C = x.shape
         h, T = self.num_heads, self.chunk_tokens
         layers = (self.queries, self.keys, self.values, self.reprojection)
         # Short sequences: the direct form's flat (batch x tokens) GEMMs are as fast and blocks gain nothing; hooked
         # or wrapped sub-layers must see their own inputs.
         if N <= T or not plain(*layers):
-            return self.forward_reference(x, hw)
+            return self.forward_reference(x)
         fast = onednn_ready(x, *layers)  # CPU inference: oneDNN's linear (zoo.layers.linear)
         ctx = self.context(x, fast)  # (B, h, dk/h, dv/h)
         wr = self.reprojection.weight.view(C, h, -1).permute(1, 2, 0)  # (h, dv/h, C)
@@ -104,7 +115,7 @@ class EfficientAttention(nn.Module):
                 out.append(torch.baddbmm(self.reprojection.bias, q, ctx))  # (B, t, C)
         return self.proj_drop(torch.cat(out, dim=1) if len(out) > 1 else out[0])
 
-    def forward_reference(self, x, hw=None):
+    def forward_reference(self, x):
         """The step-by-step form (same result as ``forward``; used as is for sequences up to ``chunk_tokens``)."""
         B, N, _ = x.shape
         layers = (self.queries, self.keys, self.values, self.reprojection)

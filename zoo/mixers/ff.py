@@ -24,6 +24,17 @@ class FeedForwardMixer(nn.Module):
         drop: Dropout after each linear layer.
     """
 
+    code = 'ff'
+    paper = 'Melas-Kyriazi, Do You Even Need Attention? A Stack of Feed-Forward Layers Does Surprisingly Well on ImageNet (2021)'
+    arxiv = '2105.02723'
+    summary = 'a feed-forward layer over the token axis (LayerNorm over tokens, N -> 4N -> N MLP): no attention at all, for a fixed number of tokens'
+    citation = """@article{melaskyriazi2021doyoueven,
+  title   = {Do You Even Need Attention? A Stack of Feed-Forward Layers Does Surprisingly Well on ImageNet},
+  author  = {Melas-Kyriazi, Luke},
+  journal = {arXiv preprint arXiv:2105.02723},
+  year    = {2021}
+}"""
+
     # The block reads these: the mixer brings its own norm and runs after the channel MLP; the trunk refuses
     # input sizes that change N.
     has_norm = True
@@ -42,7 +53,7 @@ class FeedForwardMixer(nn.Module):
         self.fc2 = nn.Linear(hidden, num_tokens)
         self.drop = nn.Dropout(drop)
 
-    def forward(self, x, hw=None):
+    def forward(self, x):
         if x.shape[1] != self.num_tokens:
             raise ValueError(
                 f"ff: this model was built for {self.num_tokens} tokens but got {x.shape[1]}; the feed-forward "

@@ -24,6 +24,19 @@ class SelfAttention(nn.Module):
         proj_drop: Dropout after the output projection.
     """
 
+    code = 'sa'
+    paper = 'Dosovitskiy et al., An Image is Worth 16x16 Words (ICLR 2021); Touvron et al., DeiT (ICML 2021)'
+    arxiv = '2010.11929'
+    summary = 'softmax self-attention (the ViT / DeiT baseline): every token attends to every token, O(N^2)'
+    citation = """@inproceedings{dosovitskiy2021vit,
+  title     = {An Image is Worth 16x16 Words: Transformers for Image Recognition at Scale},
+  author    = {Dosovitskiy, Alexey and Beyer, Lucas and Kolesnikov, Alexander and Weissenborn, Dirk and
+               Zhai, Xiaohua and Unterthiner, Thomas and Dehghani, Mostafa and Minderer, Matthias and
+               Heigold, Georg and Gelly, Sylvain and Uszkoreit, Jakob and Houlsby, Neil},
+  booktitle = {International Conference on Learning Representations},
+  year      = {2021}
+}"""
+
     def __init__(self, dim, num_heads=8, num_tokens=None, qkv_bias=True, attn_drop=0.0, proj_drop=0.0):
         super().__init__()
         if dim % num_heads:
@@ -34,7 +47,7 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x, hw=None):
+    def forward(self, x):
         B, N, C = x.shape
         fast = onednn_ready(x, self.qkv, self.proj)  # CPU inference: oneDNN's linear (zoo.layers.linear)
         qkv = onednn_linear(x, self.qkv.weight, self.qkv.bias) if fast else self.qkv(x)
