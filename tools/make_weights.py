@@ -142,7 +142,7 @@ def package(tag, config, args, train_s=None):
             train_s = round(osp.getmtime(ckpt) - start, 1)
     task = parse_tag(tag).task
     record = dict(tag=tag, config=config, seed=args.seed, threads=args.threads, train_seconds=train_s,
-                  checkpoint=osp.relpath(ckpt, ROOT), metrics=metrics, **measured,
+                  checkpoint=osp.join("work_dirs", "weights", tag, osp.basename(ckpt)), metrics=metrics, **measured,
                   command=f"python tools/make_weights.py --tags {tag} --seed {args.seed}")
     for sub, payload in (("metrics", record), ("curves", _curve(work_dir))):
         os.makedirs(osp.join(args.results, sub), exist_ok=True)
