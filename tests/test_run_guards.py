@@ -6,12 +6,12 @@ import glob
 import os
 import sys
 
-import h5py
 import numpy as np
 import pytest
 import torch
 
 pytest.importorskip("mmengine")
+h5py = pytest.importorskip("h5py")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # tools/ is not a package that is installed
