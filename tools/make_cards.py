@@ -39,6 +39,8 @@ def load_entries(bundled_dir=BUNDLED, results_dir=RESULTS):
     """``{tag: PretrainedCfg}`` of the published folders under ``bundled_dir``; a folder must be named by its tag."""
     entries = {}
     for path in sorted(glob.glob(os.path.join(bundled_dir, "*", "config.json"))):
+        if not pretrained.looks_like_tag(os.path.basename(os.path.dirname(path))) or path.endswith(".new/config.json"):
+            continue  # a folder being written (tools/make_weights.py stages into <tag>.new), not a checkpoint
         cfg = _read_json(path)
         tag = cfg.get("pretrained_tag")
         if tag != os.path.basename(os.path.dirname(path)):
