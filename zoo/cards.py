@@ -296,8 +296,10 @@ def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"
             heads.append(f"{t}: {e.dataset_name or e.dataset}, {name}")
         out += [f"## `{{mixer}}_{family}`: one checkpoint per mixer and task", "",
                 "Each cell: the card's metric (measured here, by `tools/test.py --json-out` on the evaluation split), "
-                "parameters, and evaluation throughput on one CPU thread here (`tools/make_weights.py --throughput`); "
-                "the metric links to the card.", "",
+                "parameters, and inference throughput on one CPU thread (`torch.utils.benchmark` median, recorded by "
+                "`tools/make_weights.py` with the CPU and torch version in `results/metrics/<tag>.json`; measured "
+                "while other trainings shared the machine, so it is indicative only: "
+                "`python tools/make_weights.py --package-only` measures again); the metric links to the card.", "",
                 "| mixer | " + " | ".join(heads) + " |", "|---|" + "---|" * len(tasks)]
         for m in codes:
             cells = []
