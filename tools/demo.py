@@ -161,7 +161,7 @@ def main(argv=None):
         print(f"\npictures: {', '.join(osp.relpath(p) for p in pics)}")
     with open(osp.join(args.out, "results.json"), "w") as f:
         json.dump([dict(mixer=m, task=t, **r) for (m, t), r in results.items()], f, indent=1)
-    return 0 if not missing else 1
+    return 0 if results else 1
 
 
 if __name__ == "__main__":
