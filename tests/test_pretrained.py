@@ -33,7 +33,7 @@ def bundled(tmp_path, monkeypatch):
     cfg = zoo.save_pretrained(model, tmp_path / "pretrained" / TAG, metrics={"top1": 88.5}, tag=TAG)
     entry = pretrained.PretrainedCfg.from_published(cfg)
     monkeypatch.setattr(pretrained, "BUNDLED_DIR", str(tmp_path / "pretrained"))
-    monkeypatch.setitem(registry.PRETRAINED, TAG, entry)
+    monkeypatch.setattr(registry, "PRETRAINED", {TAG: entry})  # only this tag: the real index cannot interfere
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: a download attempt fails at once
     return model, entry, tmp_path / "pretrained" / TAG
@@ -77,7 +77,7 @@ def test_bundled_folder_loads_offline_with_an_empty_cache(bundled):
 def test_bundled_folder_sha256_is_checked(bundled, monkeypatch):
     _, entry, _ = bundled
     wrong = pretrained.PretrainedCfg.from_dict({**entry.to_dict(), "sha256": "0" * 64})
-    monkeypatch.setitem(registry.PRETRAINED, TAG, wrong)
+    monkeypatch.setitem(registry.PRETRAINED, TAG, wrong)  # (the fixture's own dict)
     with pytest.raises(hub.ChecksumError, match="0{64}"):
         zoo.load(TAG)
 
