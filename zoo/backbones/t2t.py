@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from .. import mixers
 from ..layers import Mlp
-from .vit import build_blocks, init_trunk
+from .vit import TokenTrunk, build_blocks, init_trunk
 
 # name -> trunk size, from T2T-ViT's ``T2t_vit_7``: embed 256, 7 blocks, 4 heads, MLP ratio 2 (EAMLP-7).
 SIZES = {
@@ -148,7 +148,7 @@ class TokensToToken(nn.Module):
         return self.project(x), (h, w)
 
 
-class T2TViT(nn.Module):
+class T2TViT(TokenTrunk):
     """Image classifier: tokens-to-token front end, cls token, sinusoid positions, mixer blocks, LayerNorm, head.
 
     Args:
@@ -218,57 +218,6 @@ class T2TViT(nn.Module):
         if pos.shape[1] != x.shape[1]:  # another input size: the table the official model has for that size
             pos = sinusoid_table(x.shape[1], self.embed_dim).to(x)
         return self.pos_drop(x + pos), hw
-
-    def forward_features(self, x):
-        """(B, C, H, W) -> normalised tokens (B, 1 + N, E)."""
-        x, hw = self._embed(x)
-        for blk in self.blocks:
-            x = blk(x)
-        return self.norm(x)
-
-    def forward_head(self, x, pre_logits=False):
-        """Classify from the cls token."""
-        x = self.head_drop(x[:, 0])
-        return x if pre_logits else self.head(x)
-
-    def forward(self, x):
-        return self.forward_head(self.forward_features(x))
-
-    def forward_intermediates(self, x, indices=None, norm=False, output_fmt="NCHW", intermediates_only=False):
-        """Outputs of selected blocks, as ``zoo.backbones.vit.VisionTransformer.forward_intermediates``."""
-        depth = len(self.blocks)
-        if indices is None:
-            take = list(range(depth))
-        elif isinstance(indices, int):
-            take = list(range(depth - indices, depth))
-        else:
-            take = []
-            for i in indices:
-                if not -depth <= i < depth:
-                    raise IndexError(f"block index {i} is out of range for a trunk of depth {depth}")
-                take.append(i % depth)
-        if output_fmt not in ("NCHW", "NLC"):
-            raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
-        B = x.shape[0]
-        x, hw = self._embed(x)
-        out = []
-        last = max(take) if intermediates_only else depth - 1
-        for i, blk in enumerate(self.blocks[:last + 1]):
-            x = blk(x)
-            if i in take:
-                y = (self.norm(x) if norm else x)[:, 1:]
-                out.append(y.transpose(1, 2).reshape(B, -1, *hw) if output_fmt == "NCHW" else y)
-        if intermediates_only:
-            return out
-        return self.norm(x), out
-
-    def reset_classifier(self, num_classes):
-        """Replace the head with a fresh one for ``num_classes`` (0 removes it)."""
-        self.num_classes = num_classes
-        self.head = nn.Linear(self.embed_dim, num_classes) if num_classes > 0 else nn.Identity()
-        if num_classes > 0:
-            nn.init.trunc_normal_(self.head.weight, std=0.02)
-            nn.init.zeros_(self.head.bias)
 
 
 def build(mixer="ea", size="7", **kwargs):

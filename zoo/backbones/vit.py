@@ -88,7 +88,77 @@ def init_trunk(module):
                 m.linear_1.weight.copy_(m.linear_0.weight.t())
 
 
-class VisionTransformer(nn.Module):
+class TokenTrunk(nn.Module):
+    """timm's model surface for a tokenizer + ``blocks`` + ``norm`` + ``head`` classifier (shared by the ``vit`` and
+    ``t2t`` families): ``forward_features``, ``forward_head``, ``forward_intermediates``, ``reset_classifier``.
+
+    A subclass defines ``_embed(x) -> (tokens (B, prefix + N, D), (h, w))`` and the attributes ``blocks``, ``norm``,
+    ``head``, ``head_drop``, ``cls_token`` (or ``None``), ``num_prefix_tokens`` and ``embed_dim``.
+    """
+
+    def forward_features(self, x):
+        """(B, C, H, W) -> normalised tokens (B, prefix + N, D)."""
+        x, hw = self._embed(x)
+        for blk in self.blocks:
+            x = blk(x)
+        return self.norm(x)
+
+    def forward_head(self, x, pre_logits=False):
+        """Pool (cls token, else mean of patch tokens) and classify."""
+        x = x[:, 0] if self.cls_token is not None else x.mean(dim=1)
+        x = self.head_drop(x)
+        return x if pre_logits else self.head(x)
+
+    def forward(self, x):
+        return self.forward_head(self.forward_features(x))
+
+    def forward_intermediates(self, x, indices=None, norm=False, output_fmt="NCHW", intermediates_only=False):
+        """Run the trunk and return the outputs of selected blocks.
+
+        Args:
+            x: Images (B, C, H, W).
+            indices: Block indices (0-based, negatives count from the end), or an int n for the last n blocks;
+                default all blocks.
+            norm: Apply the final LayerNorm to each intermediate.
+            output_fmt: ``NCHW`` (patch tokens as maps) or ``NLC`` (tokens, prefix tokens dropped).
+            intermediates_only: Return only the list of intermediates.
+
+        Returns:
+            ``intermediates`` or ``(final_tokens, intermediates)``.
+        """
+        depth = len(self.blocks)
+        if indices is None:
+            take = list(range(depth))
+        elif isinstance(indices, int):
+            take = list(range(depth - indices, depth))
+        else:
+            take = [i % depth if -depth <= i < depth else _bad_index(i, depth) for i in indices]
+        if output_fmt not in ("NCHW", "NLC"):
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
+        B = x.shape[0]
+        x, hw = self._embed(x)
+        out = []
+        last = max(take) if intermediates_only else depth - 1
+        for i, blk in enumerate(self.blocks[:last + 1]):
+            x = blk(x)
+            if i in take:
+                y = (self.norm(x) if norm else x)[:, self.num_prefix_tokens:]
+                out.append(y.transpose(1, 2).reshape(B, -1, *hw) if output_fmt == "NCHW" else y)
+        if intermediates_only:
+            return out
+        return self.norm(x), out
+
+    def reset_classifier(self, num_classes):
+        """Replace the head with a fresh one for ``num_classes`` (0 removes it)."""
+        self.num_classes = num_classes
+        self.head = nn.Linear(self.embed_dim, num_classes) if num_classes > 0 else nn.Identity()
+        if num_classes > 0:
+            nn.init.trunc_normal_(self.head.weight, std=0.02)
+            nn.init.zeros_(self.head.bias)
+
+
+
+class VisionTransformer(TokenTrunk):
     """Image classifier over the mixer trunk (DeiT layout).
 
     Args:
@@ -155,66 +225,6 @@ class VisionTransformer(nn.Module):
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         return self.pos_drop(x + pos), hw
-
-    def forward_features(self, x):
-        """(B, C, H, W) -> normalised tokens (B, prefix + N, D)."""
-        x, hw = self._embed(x)
-        for blk in self.blocks:
-            x = blk(x)
-        return self.norm(x)
-
-    def forward_head(self, x, pre_logits=False):
-        """Pool (cls token, else mean of patch tokens) and classify."""
-        x = x[:, 0] if self.cls_token is not None else x.mean(dim=1)
-        x = self.head_drop(x)
-        return x if pre_logits else self.head(x)
-
-    def forward(self, x):
-        return self.forward_head(self.forward_features(x))
-
-    def forward_intermediates(self, x, indices=None, norm=False, output_fmt="NCHW", intermediates_only=False):
-        """Run the trunk and return the outputs of selected blocks.
-
-        Args:
-            x: Images (B, C, H, W).
-            indices: Block indices (0-based, negatives count from the end), or an int n for the last n blocks;
-                default all blocks.
-            norm: Apply the final LayerNorm to each intermediate.
-            output_fmt: ``NCHW`` (patch tokens as maps) or ``NLC`` (tokens, prefix tokens dropped).
-            intermediates_only: Return only the list of intermediates.
-
-        Returns:
-            ``intermediates`` or ``(final_tokens, intermediates)``.
-        """
-        depth = len(self.blocks)
-        if indices is None:
-            take = list(range(depth))
-        elif isinstance(indices, int):
-            take = list(range(depth - indices, depth))
-        else:
-            take = [i % depth if -depth <= i < depth else _bad_index(i, depth) for i in indices]
-        if output_fmt not in ("NCHW", "NLC"):
-            raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', got {output_fmt!r}")
-        B = x.shape[0]
-        x, hw = self._embed(x)
-        out = []
-        last = max(take) if intermediates_only else depth - 1
-        for i, blk in enumerate(self.blocks[:last + 1]):
-            x = blk(x)
-            if i in take:
-                y = (self.norm(x) if norm else x)[:, self.num_prefix_tokens:]
-                out.append(y.transpose(1, 2).reshape(B, -1, *hw) if output_fmt == "NCHW" else y)
-        if intermediates_only:
-            return out
-        return self.norm(x), out
-
-    def reset_classifier(self, num_classes):
-        """Replace the head with a fresh one for ``num_classes`` (0 removes it)."""
-        self.num_classes = num_classes
-        self.head = nn.Linear(self.embed_dim, num_classes) if num_classes > 0 else nn.Identity()
-        if num_classes > 0:
-            nn.init.trunc_normal_(self.head.weight, std=0.02)
-            nn.init.zeros_(self.head.bias)
 
 
 def _bad_index(i, depth):
