@@ -169,7 +169,7 @@ class PretrainedCfg:
             source=config.get("source") or (f"trained here: {config['training_config']}"
                                             if config.get("training_config") else ""),
             train_config=config.get("training_config"),
-            extra={k: config[k] for k in ("training", "eval_throughput") if config.get(k)},
+            extra={"training": config["training"]} if config.get("training") else {},
         )
         kw.update(overrides)
         return cls(**kw)

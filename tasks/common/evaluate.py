@@ -37,14 +37,16 @@ class FirstNSampler(DefaultSampler):
 
 
 def config_of(weights):
-    """The training config recorded for a tag or a published folder (``config.json``'s ``training_config``)."""
+    """The training config recorded for a tag, a published folder or a loaded model (``train_config`` /
+    ``config.json``'s ``training_config``); a registered tag is looked up without loading its weights."""
     import zoo
-    from zoo import hub
+    from zoo import hub, pretrained, registry
     if isinstance(weights, str) and weights.startswith("local-dir:"):
-        cfg = hub.read_config(osp.join(weights[len("local-dir:"):], hub.CONFIG_NAME))
-        name = cfg.get("training_config")
-    else:
-        model = weights if not isinstance(weights, str) else zoo.load(weights)
+        name = hub.read_config(osp.join(weights[len("local-dir:"):], hub.CONFIG_NAME)).get("training_config")
+    elif isinstance(weights, str) and pretrained.looks_like_tag(weights):
+        name = registry.pretrained_cfg(weights).train_config
+    else:  # hf-hub: the config comes with the download; or a model loaded already
+        model = zoo.load(weights) if isinstance(weights, str) else weights
         name = (getattr(model, "pretrained_cfg", None) or {}).get("train_config")
     if not name:
         raise ValueError(f"{weights}: no training config is recorded; pass the config explicitly")
