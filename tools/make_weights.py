@@ -87,14 +87,19 @@ def _curve(work_dir):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def _job(tag, args):
+    """``(work dir, log file, environment)`` of one tag's subprocesses."""
+    work_dir = osp.join(args.work_root, tag)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONHASHSEED="0")
+    return work_dir, osp.join(work_dir, "make_weights.log"), env
+
+
 def make_one(tag, config, args):
     """Train, test and package one tag; returns its test metrics."""
-    work_dir = osp.join(args.work_root, tag)
+    work_dir, log, env = _job(tag, args)
     if osp.isdir(work_dir) and not args.resume:
         shutil.rmtree(work_dir)
     os.makedirs(work_dir, exist_ok=True)
-    log = osp.join(work_dir, "make_weights.log")
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONHASHSEED="0")
     py = sys.executable
     t0 = time.time()
     train = [py, "tools/train.py", config, "--work-dir", work_dir, "--cfg-options",
@@ -107,9 +112,7 @@ def make_one(tag, config, args):
 
 def package(tag, config, args, train_s=None):
     """Test (unless packaging only), write the published folder, measure it and record everything."""
-    work_dir = osp.join(args.work_root, tag)
-    log = osp.join(work_dir, "make_weights.log")
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONHASHSEED="0")
+    work_dir, log, env = _job(tag, args)
     py = sys.executable
     ckpt = _last_checkpoint(work_dir)
     metrics_path = osp.join(work_dir, "test_metrics.json")
