@@ -1,6 +1,6 @@
 """A small Hugging Face Hub stand-in on 127.0.0.1, for tests of the real ``huggingface_hub`` client.
 
-No Hub server is installable here (shared/NOTES.md), so this implements the endpoints ``HfApi`` and
+No Hub server can be installed or reached in CI (docs/hub.md), so this implements the endpoints ``HfApi`` and
 ``hf_hub_download`` use, in memory, with git-like commits (every commit is a full snapshot, so any past commit
 stays downloadable):
 

@@ -78,8 +78,17 @@ def main(argv=None):
     cfg.load_from = None  # loaded strictly below, not by the Runner (whose load_from ignores mismatched keys)
     if args.tta:
         apply_tta(cfg)
-    common.init_distributed(args.launcher)
-    runner = cli.build_runner(cfg)
+    with common.distributed(args.launcher):
+        metrics = _test(args, cli.build_runner(cfg))
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(dict(config=args.config, checkpoint=args.checkpoint or args.pretrained, metrics=jsonable(metrics)),
+                      f, indent=2)
+    return metrics
+
+
+def _test(args, runner):
+    """Load the weights the command line names into ``runner``'s model and run its test loop."""
     try:
         if args.pretrained:
             import zoo
@@ -89,12 +98,7 @@ def main(argv=None):
             load_strict(runner, args.checkpoint)
     except (CheckpointError, ValueError) as e:
         raise SystemExit(f"tools/test.py: error: {e}") from e
-    metrics = runner.test()
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump(dict(config=args.config, checkpoint=args.checkpoint or args.pretrained, metrics=jsonable(metrics)),
-                      f, indent=2)
-    return metrics
+    return runner.test()
 
 
 if __name__ == "__main__":

@@ -47,8 +47,8 @@ def build_cfg(args):
 def main(argv=None):
     args = parse_args(argv)
     cfg = build_cfg(args)
-    common.init_distributed(args.launcher)
-    cli.build_runner(cfg).train()
+    with common.distributed(args.launcher):
+        cli.build_runner(cfg).train()
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 An mmengine ``.pth`` is a pickle. Besides tensors it holds mmengine's ``MessageHub`` state, whose
 ``HistoryBuffer`` objects carry numpy arrays and a table of their statistics methods (pickled as
 ``getattr(HistoryBuffer, 'mean')``). On torch >= 2.6 ``torch.load`` defaults to ``weights_only=True`` and refuses
-those (shared/NOTES.md, problem 2); the usual workaround, ``weights_only=False``, runs whatever code a file names.
+those (docs/training.md, "Loading mmengine checkpoints"); the usual workaround, ``weights_only=False``, runs whatever code a file names.
 
 This module instead keeps ``weights_only=True`` for every file and allowlists only what mmengine itself writes:
 ``HistoryBuffer``, plain numpy arrays, dtypes and scalars, and a ``getattr`` that resolves nothing but

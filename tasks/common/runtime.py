@@ -1,6 +1,6 @@
 """Distributed training on CPU and mixed precision for mmengine's Runner.
 
-mmengine 0.10.7 assumes a GPU in two places of its ``torchrun`` path (shared/NOTES.md, problem 3):
+mmengine 0.10.7 assumes a GPU in two places of its ``torchrun`` path (docs/training.md, "DDP on CPU"):
 ``mmengine.dist.init_dist('pytorch')`` calls ``torch.cuda.set_device`` before creating the process group, and
 ``Runner.wrap_model`` passes ``device_ids=[LOCAL_RANK]`` to ``DistributedDataParallel``, which DDP rejects for a
 CPU module. The fix: create the gloo process group ourselves before the Runner (the Runner then skips its own
@@ -44,6 +44,28 @@ def init_distributed(launcher, timeout_s=1800):
     from datetime import timedelta
     dist.init_process_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
     return True
+
+
+@contextmanager
+def distributed(launcher, timeout_s=1800):
+    """``init_distributed`` for the length of a ``with`` block; the process group is destroyed when it ends.
+
+    A gloo group left alive until interpreter exit can abort the process at teardown ("terminate called without
+    an active exception", seen once in CI on rank 0 after a finished torchrun job), so the tools close the group
+    themselves when it was created inside the block (by this function on CPU, by mmengine's ``init_dist`` on
+    CUDA). A group that existed before the block is the caller's and stays.
+
+    Args:
+        launcher: As for ``init_distributed``.
+        timeout_s: Collective timeout of the group.
+    """
+    existed = dist.is_available() and dist.is_initialized()
+    init_distributed(launcher, timeout_s)
+    try:
+        yield
+    finally:
+        if not existed and dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
 
 
 @MODEL_WRAPPERS.register_module()

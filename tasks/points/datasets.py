@@ -1,4 +1,4 @@
-"""Readers for the real point-cloud benchmark layouts (see shared/NOTES.md for the formats).
+"""Readers for the real point-cloud benchmark layouts (formats in docs/points.md and below).
 
 - ``ModelNet40H5``: ``modelnet40_ply_hdf5_2048/ply_data_{train,test}N.h5`` (keys ``data`` (S, 2048, 3) float32,
   ``label`` (S, 1) uint8, optional ``normal``), ``shape_names.txt``, ``{train,test}_files.txt`` whose entries
