@@ -89,12 +89,6 @@ def pseg_picture(runner, n=6):
     return pictures.tile(preds + labels, ncol=len(preds))
 
 
-def gen_picture(zoo_model, n=64):
-    with torch.no_grad():
-        images = zoo_model.sample(n, seed=0)
-    return pictures.tile([pictures.to_rgb(x) for x in images], ncol=8)
-
-
 def run_one(tag, task, args):
     from tasks.common.evaluate import build_runner, config_of
     options = _gen_options() if task == "gen" else None
@@ -113,7 +107,7 @@ def run_one(tag, task, args):
         picture = pseg_picture(runner)
     elif task == "gen":
         target = runner.model.module if hasattr(runner.model, "module") else runner.model
-        picture = gen_picture(target.zoo_model)
+        picture = pictures.sample_grid(target.zoo_model, n=64, seed=0)
     path = pictures.save_png(picture, osp.join(args.out, f"{task}_{mixer}.png")) if picture is not None else None
     return dict(tag=tag, metrics=metrics, seconds=round(seconds, 1), picture=path)
 

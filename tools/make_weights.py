@@ -11,7 +11,8 @@
 4. keeps the validation curve (mmengine's ``scalars.json``) as ``results/curves/<tag>.json`` and the test metrics
    as ``results/metrics/<tag>.json``, with two more measurements of the published folder (``--post``, one thread):
    its metrics on a fixed slice of the evaluation split (``SLICES``; the fast test re-scores the bundled
-   checkpoint on that slice and must get the same numbers) and its inference throughput.
+   checkpoint on that slice and must get the same numbers) and its inference throughput; for a GAN also a grid of
+   64 samples, ``results/samples/<tag>.png``.
 
 ``--package-only`` redoes steps 3-4 from the finished trainings in the work dirs (after a change to the card or
 the config.json layout), without training again (and without testing again when the test metrics exist).
@@ -126,7 +127,10 @@ def package(tag, config, args, train_s=None):
     _run([py, "tools/publish.py", "--config", config, "--checkpoint", ckpt, "--tag", tag, "--metrics", metrics_path,
           "--repo-id", f"{args.org}/{tag}", "--out", staging, "--no-upload"], log, env)
     post = osp.join(work_dir, "post.json")
-    _run([py, osp.abspath(__file__), "--post", staging, "--post-out", post], log, dict(env, OMP_NUM_THREADS="1"))
+    post_cmd = [py, osp.abspath(__file__), "--post", staging, "--post-out", post]
+    if parse_tag(tag).task == "gen":  # the card's grid of samples, drawn from the published folder
+        post_cmd += ["--post-samples", osp.join(args.results, "samples", f"{tag}.png")]
+    _run(post_cmd, log, dict(env, OMP_NUM_THREADS="1"))
     if osp.isdir(out):  # replace only once the new folder is complete
         shutil.rmtree(out)
     os.replace(staging, out)
@@ -179,8 +183,11 @@ def cpu_name():
         return platform.processor() or platform.machine()
 
 
-def post_measure(folder):
-    """Slice metrics and throughput of a published folder, in this process (one thread)."""
+def post_measure(folder, samples_png=None):
+    """Slice metrics and throughput of a published folder, in this process (one thread).
+
+    For a generator, ``samples_png`` also receives a grid of its first 64 samples (seed 0).
+    """
     import torch
     from torch.utils import benchmark
 
@@ -198,6 +205,9 @@ def post_measure(folder):
             stmt, glb = "m(*x)", dict(m=model, x=_example_input(model, task, batch))
         timer = benchmark.Timer(stmt=stmt, globals=glb, num_threads=1)
         t = timer.blocked_autorange(min_run_time=3.0)
+    if samples_png:
+        from tasks.common import pictures
+        pictures.save_png(pictures.sample_grid(model, n=64, seed=0), samples_png)
     sliced = evaluate(config_of(ref), model, max_samples=SLICES[task], cfg_options=SLICE_OPTIONS.get(task))
     return dict(slice=dict(num_samples=SLICES[task], metrics=sliced),
                 throughput=dict(value=round(batch / t.median, 1), unit=unit, batch=batch, threads=1,
@@ -227,6 +237,7 @@ def parse_args(argv=None):
                    help="rewrite the published folders and records from finished trainings (no training or test)")
     p.add_argument("--post", metavar="FOLDER", help=argparse.SUPPRESS)  # internal: measure one published folder
     p.add_argument("--post-out", metavar="JSON", help=argparse.SUPPRESS)
+    p.add_argument("--post-samples", metavar="PNG", help=argparse.SUPPRESS)
     p.add_argument("--list", action="store_true", help="print the jobs and exit")
     return p.parse_args(argv)
 
@@ -235,7 +246,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.post:
         with open(args.post_out, "w") as f:
-            json.dump(post_measure(args.post), f, indent=1)
+            json.dump(post_measure(args.post, args.post_samples), f, indent=1)
         return 0
     todo = jobs(args.tasks, args.mixers)
     if args.tags:

@@ -72,6 +72,14 @@ def point_cloud(points, labels, colours, size=192, elev=25.0, azim=35.0):
     return np.asarray(img)
 
 
+def sample_grid(generator, n=64, seed=0, ncol=8):
+    """``n`` samples of a zoo generator (``model.sample(n, seed=...)``) as one uint8 grid image, ``ncol`` per row."""
+    import torch
+    with torch.no_grad():
+        images = generator.sample(n, seed=seed)
+    return tile([to_rgb(x) for x in images], ncol=ncol)
+
+
 def save_png(array, path):
     """Save a uint8 ``(H, W, 3)`` array as a PNG, creating the folder."""
     from PIL import Image
