@@ -17,12 +17,13 @@ import torch
 
 import zoo
 from zoo import hub, registry
+from zoo.datasets import FASHION_MNIST_CLASSES
 
 from hub_server import hub_env  # noqa: F401  (fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MICRO = dict(num_classes=10, img_size=28, in_chans=1, patch_size=4)
-LABELS = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+LABELS = FASHION_MNIST_CLASSES  # what the training checkpoint's dataset_meta holds
 
 WRAPPER = '''
 import torch

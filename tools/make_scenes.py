@@ -15,38 +15,19 @@ function of the arguments: the same seed writes identical bytes.
     python tools/make_scenes.py --out data/fashion_scenes --seed 0 --num-train 2000 --num-val 500 --size 64
 """
 import argparse
-import gzip
 import os
+import sys
 
 import numpy as np
 from PIL import Image
 
-FMNIST = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(path):
-    """Read an IDX file (gzip) into a uint8 array: images (N, 28, 28) or labels (N,)."""
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic = int.from_bytes(data[0:4], "big")
-    ndim = magic & 0xFF
-    if magic >> 8 != 0x08:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file (magic {magic:#x})")
-    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
-    offset = 4 + 4 * ndim
-    arr = np.frombuffer(data, dtype=np.uint8, offset=offset)
-    if arr.size != int(np.prod(dims)):
-        raise ValueError(f"{path}: expected {dims} values, found {arr.size}")
-    return arr.reshape(dims)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from zoo.datasets import FASHION_MNIST_ROOT as FMNIST, read_fashion_mnist  # noqa: E402
 
 
 def load_split(root, split):
     """Fashion-MNIST ``train`` or ``t10k``: (images (N, 28, 28) uint8, labels (N,) uint8)."""
-    images = read_idx(os.path.join(root, f"{split}-images-idx3-ubyte.gz"))
-    labels = read_idx(os.path.join(root, f"{split}-labels-idx1-ubyte.gz"))
-    if len(images) != len(labels):
-        raise ValueError(f"{root}/{split}: {len(images)} images but {len(labels)} labels")
-    return images, labels
+    return read_fashion_mnist(root, "test" if split == "t10k" else split)
 
 
 def background(rng, size):

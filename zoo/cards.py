@@ -13,43 +13,11 @@ import re
 
 from .backbones.vit import SIZES
 from . import mixers
+from .datasets import DATASETS
 
-# Dataset key (the part after ``{task}_`` in a tag) -> what a card says about it. ``id`` is the Hub dataset id.
-DATASETS = {
-    "fmnist": dict(
-        name="Fashion-MNIST", id="zalando-datasets/fashion_mnist", license="mit", split="test",
-        url="https://github.com/zalandoresearch/fashion-mnist",
-        description="70,000 grayscale 28x28 images of 10 clothing classes (60,000 train, 10,000 test) by Zalando "
-                    "Research, read from the IDX files of the Debian package dataset-fashion-mnist",
-        label_names=["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
-                     "Ankle boot"]),
-    "scenes": dict(
-        name="Fashion-MNIST scenes", id=None, license="mit", split="validation",
-        url="https://github.com/zalandoresearch/fashion-mnist",
-        description="64x64 scenes composed by tools/make_scenes.py (seed 0) from Fashion-MNIST items on textured "
-                    "backgrounds, ADE20K layout: 10,000 training scenes from the train images, 500 validation scenes "
-                    "from the t10k images, 11 classes (background + the 10 Fashion-MNIST classes)"),
-    "shapes": dict(
-        name="Generated part-labelled shapes", id=None, license="apache-2.0", split="test",
-        url=None,
-        description="procedural point clouds of 12 ShapeNetPart categories with part labels, by tools/make_shapes.py "
-                    "(seed 0), written in the ModelNet40 HDF5 and ShapeNetPart layouts: 80 train and 20 test shapes "
-                    "per category, 2048 points each"),
-    "in1k": dict(name="ImageNet-1k", id="ILSVRC/imagenet-1k", license="other", split="validation",
-                 url="https://www.image-net.org/", description="ILSVRC-2012: 1.28M training images of 1000 classes"),
-    "ade20k": dict(name="ADE20K", id="zhoubolei/scene_parse_150", license="bsd-3-clause", split="validation",
-                   url="https://groups.csail.mit.edu/vision/datasets/ADE20K/",
-                   description="SceneParsing benchmark: 20,210 training and 2,000 validation images, 150 classes"),
-    "cifar10": dict(name="CIFAR-10", id="uoft-cs/cifar10", license="unknown", split="test",
-                    url="https://www.cs.toronto.edu/~kriz/cifar.html",
-                    description="60,000 32x32 colour images of 10 classes (50,000 train, 10,000 test)"),
-    "modelnet40": dict(name="ModelNet40", id=None, license="unknown", split="test",
-                       url="https://modelnet.cs.princeton.edu/",
-                       description="12,311 CAD models of 40 categories (9,843 train, 2,468 test), sampled to points"),
-    "shapenetpart": dict(name="ShapeNetPart", id=None, license="unknown", split="test",
-                         url="https://cs.stanford.edu/~ericyi/project_page/part_annotation/",
-                         description="16,881 shapes of 16 categories annotated with 50 parts"),
-}
+# What a card (and the ``dataset`` entry of a published config.json) says about a dataset: these fields of the
+# dataset's record in ``zoo.datasets.DATASETS``, plus its class names as ``label_names``.
+CARD_FIELDS = ("name", "id", "license", "split", "url", "description")
 
 # task -> (Hub pipeline tag, model-index task type, human name). The Hub has no point-cloud pipeline: "other".
 TASKS = {
@@ -83,12 +51,15 @@ DEIT_CITATION = """@inproceedings{touvron2021deit,
 
 
 def dataset_info(dataset):
-    """A dataset record: a key of ``DATASETS`` (an unknown key becomes ``dict(name=key)``) or a dict."""
+    """A card's dataset record: a key of ``zoo.datasets.DATASETS`` (an unknown key: ``dict(name=key)``) or a dict."""
     if isinstance(dataset, dict):
         if not dataset.get("name"):
             raise ValueError(f"a dataset dict needs a 'name': {dataset}")
         return dict(dataset)
-    info = dict(DATASETS.get(dataset, {"name": dataset, "id": None, "split": "test"}))
+    record = DATASETS.get(dataset, {"name": dataset, "id": None, "split": "test"})
+    info = {k: record[k] for k in CARD_FIELDS if k in record}
+    if record.get("classes"):
+        info["label_names"] = list(record["classes"])
     info["key"] = dataset
     return info
 

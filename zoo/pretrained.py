@@ -11,14 +11,16 @@ the metrics of their card and where those come from. ``model.pretrained_cfg`` of
 
 The entries of the checkpoints trained here are generated, never typed: ``tools/make_cards.py`` reads the
 published folders under ``pretrained/`` (written by ``tools/make_weights.py``) and writes ``zoo/pretrained.json``;
-a test fails when that index is stale. This module imports nothing else of the zoo, so the registry and the hub
-can both use it.
+a test fails when that index is stale. Of the zoo this module imports only ``zoo.datasets`` (which imports nothing
+of the zoo), so the registry and the hub can both use it.
 """
 import dataclasses
 import json
 import os
 import re
 from dataclasses import dataclass, field
+
+from .datasets import DATASETS
 
 INDEX_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained.json")
 # The folder of bundled checkpoints in a source checkout (absent from a wheel: those load from the Hub).
@@ -69,7 +71,7 @@ class PretrainedCfg:
         url: An upstream URL the weights are converted from (upstream checkpoints only).
         converter: The ``zoo.convert`` layout of an upstream file (``timm``, ``mmseg``, ...), ``None`` for zoo ones.
         args: Architecture arguments the weights need (the defaults of ``zoo.load`` for this tag).
-        dataset: Dataset key (``zoo.cards.DATASETS``) and its display name.
+        dataset: Dataset key (``zoo.datasets.DATASETS``) and its display name.
         input_size: ``(channels, height, width)`` for images; ``num_points`` for point clouds.
         mean, std: Input normalisation, 0..1 pixel units.
         num_classes, label_names: The head's classes (or parts) and their names.
@@ -198,11 +200,17 @@ def index_text(entries):
 # and is checked after download; the Hub revisions are unpinned (None: the repo's main) until someone with network
 # access pins them.
 _REPORTED = "reported upstream, not measured here"
-_IN1K = dict(dataset="in1k", dataset_name="ImageNet-1k", num_classes=1000,
-             mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+
+
+def _dataset_fields(key, num_classes):
+    """The dataset fields of an upstream entry, from its record in ``zoo.datasets.DATASETS``."""
+    d = DATASETS[key]
+    return dict(dataset=key, dataset_name=d["name"], num_classes=num_classes, mean=d["mean"], std=d["std"])
+
+
+_IN1K = _dataset_fields("in1k", 1000)
 # mmseg normalises 0..255 pixels by mean (123.675, 116.28, 103.53), std (58.395, 57.12, 57.375): the same in 0..1.
-_ADE = dict(dataset="ade20k", dataset_name="ADE20K", num_classes=150,
-            mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+_ADE = _dataset_fields("ade20k", 150)
 _MMSEG = "https://download.openmmlab.com/mmsegmentation/v0.5/vit/"
 _FF = "https://github.com/lukemelas/do-you-even-need-attention/releases/download/v0.0.1/"
 _EANET = ("https://github.com/MenghaoGuo/EANet/raw/c4bb93b82e11d75d3738517d1d2089f4726ff9e4/EAMLP/EAMLP_7_384/"

@@ -5,21 +5,20 @@
   (10000, 3072) uint8, channel-major (R plane, G plane, B plane of 32x32).
 * Fashion-MNIST IDX files (``{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]``, e.g. the Debian package
   ``dataset-fashion-mnist`` at ``/usr/share/datasets/fashion-mnist``): 28x28 grey images, zero-padded to 32x32 so
-  the GAN's power-of-two layout applies.
+  the GAN's power-of-two layout applies. Read by ``zoo.datasets.read_fashion_mnist``, the zoo's one IDX reader.
 
 Each item is ``dict(inputs=uint8 tensor (C, H, W), label=int, index=int)``; the model maps inputs to [-1, 1].
 """
-import gzip
 import os
 import pickle
-import struct
 
 import numpy as np
 import torch
 from mmengine.registry import DATASETS
 from torch.utils.data import Dataset
 
-FMNIST_ROOT = "/usr/share/datasets/fashion-mnist"
+from zoo.datasets import CIFAR10_CLASSES, FASHION_MNIST_CLASSES, read_fashion_mnist
+from zoo.datasets import FASHION_MNIST_ROOT as FMNIST_ROOT
 
 
 class _ArrayDataset(Dataset):
@@ -61,7 +60,7 @@ class CIFAR10Batches(_ArrayDataset):
         max_samples: Keep only the first n images (e.g. a cheaper FID reference).
     """
 
-    CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+    CLASSES = CIFAR10_CLASSES
 
     def __init__(self, data_root, split="train", max_samples=None):
         root = data_root
@@ -79,26 +78,6 @@ class CIFAR10Batches(_ArrayDataset):
                          split=f"cifar10-{split}")
 
 
-def _open_idx(root, stem):
-    for name in (stem + ".gz", stem):
-        path = os.path.join(root, name)
-        if os.path.exists(path):
-            return gzip.open(path, "rb") if name.endswith(".gz") else open(path, "rb")
-    raise FileNotFoundError(f"FashionMNIST: {stem}[.gz] not found in {root} (on Debian/Ubuntu: "
-                            f"apt-get install dataset-fashion-mnist, which installs {FMNIST_ROOT})")
-
-
-def read_idx(root, stem):
-    """Read an IDX file (magic 0x0801 labels or 0x0803 images, big-endian sizes) as a uint8 array."""
-    with _open_idx(root, stem) as f:
-        raw = f.read()
-    zero, dtype, ndim = struct.unpack(">HBB", raw[:4])
-    if zero != 0 or dtype != 0x08:
-        raise ValueError(f"{stem}: not an unsigned-byte IDX file (header {raw[:4].hex()})")
-    shape = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
-
-
 @DATASETS.register_module()
 class FashionMNIST32(_ArrayDataset):
     """Fashion-MNIST, zero-padded from 28x28 to ``img_size`` (32) with one channel.
@@ -110,15 +89,13 @@ class FashionMNIST32(_ArrayDataset):
         max_samples: Keep only the first n images.
     """
 
-    CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
-               "Ankle boot")
+    CLASSES = FASHION_MNIST_CLASSES
 
     def __init__(self, data_root=FMNIST_ROOT, split="train", img_size=32, max_samples=None):
         if split not in ("train", "test"):
             raise ValueError(f"FashionMNIST32: split must be 'train' or 'test', got {split!r}")
         prefix = "train" if split == "train" else "t10k"
-        images = read_idx(data_root, f"{prefix}-images-idx3-ubyte")
-        labels = read_idx(data_root, f"{prefix}-labels-idx1-ubyte")
+        images, labels = read_fashion_mnist(data_root, split)
         if img_size < 28:
             raise ValueError(f"FashionMNIST32: img_size must be >= 28, got {img_size}")
         lo = (img_size - 28) // 2

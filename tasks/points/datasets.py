@@ -25,7 +25,7 @@ from mmengine.dataset import Compose
 from mmengine.registry import DATASETS
 from torch.utils.data import Dataset
 
-from zoo.heads.points import SHAPENET_PARTS
+from zoo.datasets import SHAPENET_CATEGORIES, SHAPENET_PARTS
 
 
 def _read_lines(path):
@@ -222,9 +222,9 @@ class ModelNet40Normal(_PointDataset):
 class ShapeNetPart(_PointDataset):
     """ShapeNetPart (``shapenetcore_partanno_segmentation_benchmark_v0_normal``) for part segmentation.
 
-    Categories are indexed by their position in the standard 16-category table (``SHAPENET_PARTS``, sorted by
-    name), so the model's category one-hot is the same whichever categories a copy holds; part ids are the
-    global ids 0..49.
+    Categories are indexed by their position in the standard 16-category table sorted by name
+    (``zoo.datasets.SHAPENET_CATEGORIES``), so the model's category one-hot is the same whichever categories a copy
+    holds; part ids are the global ids 0..49 (``zoo.datasets.SHAPENET_PARTS``).
 
     Args:
         data_root: The ``shapenetcore_partanno_segmentation_benchmark_v0_normal`` folder.
@@ -234,7 +234,7 @@ class ShapeNetPart(_PointDataset):
         pipeline: Transforms.
     """
 
-    CATEGORIES = tuple(sorted(SHAPENET_PARTS))
+    CATEGORIES = SHAPENET_CATEGORIES
 
     def __init__(self, data_root, split="train", use_normals=False, cache=True, pipeline=()):
         super().__init__(pipeline)

@@ -11,7 +11,7 @@ import numpy as np
 from mmengine.evaluator import BaseMetric
 from mmengine.registry import METRICS
 
-from zoo.heads.points import SHAPENET_PARTS
+from zoo.datasets import SHAPENET_CATEGORIES, SHAPENET_PARTS
 
 
 def accuracy_scores(preds, labels, num_classes=None):
@@ -71,7 +71,7 @@ class PartIoUMetric(BaseMetric):
         if self._parts is not None:
             return self._parts
         meta = self.dataset_meta or {}
-        return meta.get("parts") or tuple(tuple(SHAPENET_PARTS[c]) for c in sorted(SHAPENET_PARTS))
+        return meta.get("parts") or tuple(tuple(SHAPENET_PARTS[c]) for c in SHAPENET_CATEGORIES)
 
     def process(self, data_batch, data_samples):
         for s in data_samples:

@@ -11,8 +11,7 @@ import os.path as osp
 from mmseg.datasets import ADE20KDataset, BaseSegDataset
 from mmseg.registry import DATASETS
 
-FASHION_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
-                   "Ankle boot")
+from zoo.datasets import SCENES_CLASSES
 
 
 class _CheckedFolders:
@@ -54,7 +53,7 @@ class FashionScenesDataset(_CheckedFolders, BaseSegDataset):
     """Scenes of Fashion-MNIST items (``tools/make_scenes.py``) in the ADE20K layout; 11 classes incl. background."""
 
     METAINFO = dict(
-        classes=("background",) + FASHION_CLASSES,
+        classes=SCENES_CLASSES,  # background + the Fashion-MNIST classes (zoo.datasets)
         palette=[[0, 0, 0], [230, 25, 75], [60, 180, 75], [255, 225, 25], [0, 130, 200], [245, 130, 48],
                  [145, 30, 180], [70, 240, 240], [240, 50, 230], [210, 245, 60], [250, 190, 212]])
 

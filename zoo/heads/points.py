@@ -23,15 +23,6 @@ from ..layers.points import LinearBN, PointTokenizer, interpolate
 
 WIDTHS = {"micro": (32, 64, 128), "tiny": (64, 128, 256), "small": (64, 128, 256), "base": (64, 128, 256)}
 
-# ShapeNetPart: 16 categories and their global part ids (0..49).
-SHAPENET_PARTS = {
-    "Airplane": [0, 1, 2, 3], "Bag": [4, 5], "Cap": [6, 7], "Car": [8, 9, 10, 11], "Chair": [12, 13, 14, 15],
-    "Earphone": [16, 17, 18], "Guitar": [19, 20, 21], "Knife": [22, 23], "Lamp": [24, 25, 26, 27],
-    "Laptop": [28, 29], "Motorbike": [30, 31, 32, 33, 34, 35], "Mug": [36, 37], "Pistol": [38, 39, 40],
-    "Rocket": [41, 42, 43], "Skateboard": [44, 45, 46], "Table": [47, 48, 49],
-}
-
-
 class PointTransformer(nn.Module):
     """Tokenizer + trunk shared by the point heads.
 
