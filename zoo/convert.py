@@ -1,7 +1,8 @@
 """Official checkpoint layouts -> zoo layout, and strict loading of a local weights file into a zoo model.
 
-``load_checkpoint(model, path)`` reads a file (``.safetensors``, or ``.pth``/``.pt``/``.bin``/``.pth.tar`` with
-``torch.load(weights_only=True)``), unwraps it (``model`` / ``state_dict`` / ``model_ema``, or a named ``key`` such
+``load_checkpoint(model, path)`` reads a file with ``zoo.checkpoint.read`` (``.safetensors``, or ``.pth``/``.pt``/
+``.bin``/``.pth.tar`` with ``torch.load(weights_only=True)``; an mmengine checkpoint of ``tools/train.py`` gives the
+zoo model's part of its task model), unwraps it (``model`` / ``state_dict`` / ``model_ema``, or a named ``key`` such
 as ``state_dict_ema``; ``module.``), recognises the layout by its keys and converts it (``CONVERTERS``):
 
 - **zoo** -- keys exactly ``model.state_dict()`` (what ``zoo.save_pretrained`` and ``tools/convert.py`` write).
@@ -48,56 +49,26 @@ as ``state_dict_ema``; ``module.``), recognises the layout by its keys and conve
   The released checkpoint is a timm ``CheckpointSaver`` dict whose evaluation used ``state_dict_ema``.
 
 Every converter maps each source key by an explicit rule (a key no rule knows is an error naming it) and asserts
-the number of keys it produced; ``check_state_dict`` then compares every name and shape with the model. Any missing,
-unexpected or wrongly shaped key raises ``CheckpointError`` naming the file, the layout and the keys. A head of
+the number of keys it produced; ``zoo.checkpoint.check_state_dict`` then compares every name and shape with the
+model. Any missing, unexpected or wrongly shaped key raises ``zoo.checkpoint.CheckpointError`` (also importable from
+here) naming the file, the format and layout it was read as, and the keys. A head of
 another size is dropped only when ``drop_head=True``; the model keeps its freshly initialised head.
 """
-import argparse
 import os
-import pickle
 import re
-import zipfile
 
 import torch
 
+from . import checkpoint as ckpt
+from .checkpoint import CheckpointError, unwrap  # noqa: F401  (zoo.convert's historical names)
 from .layers import resample_pos_embed
 
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-WRAPPERS = ("model", "state_dict", "model_ema")  # where training checkpoints keep their tensors, in that order
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint cannot be read or does not fit the model (names the file, the layout and the keys)."""
+WEIGHT_FILES = ckpt.WEIGHT_FILES
 
 
 # -- reading ------------------------------------------------------------------------------------------------------
-def _torch_load(path):
-    """``torch.load(path, weights_only=True)``, with errors that say whether the file is refused or damaged."""
-    try:
-        # DeiT-style training checkpoints (the FF release among them) and timm's CheckpointSaver files (EAMLP) also
-        # pickle their argparse ``args``; a Namespace of plain values is safe to rebuild, so it is the one class
-        # allowed beyond tensors and containers.
-        with torch.serialization.safe_globals([argparse.Namespace]):
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:  # weights_only refused a class: say which, never fall back to full pickle
-        try:
-            refused = torch.serialization.get_unsafe_globals_in_checkpoint(path)
-        except (RuntimeError, ValueError, OSError, zipfile.BadZipFile, pickle.UnpicklingError):
-            refused = []
-        what = f" (it pickles {', '.join(refused)})" if refused else ""
-        raise CheckpointError(
-            f"{path}: torch.load(weights_only=True) refused the file{what}. Only tensor checkpoints are read, never "
-            f"arbitrary pickled objects; re-save the state dict with torch.save(model.state_dict()) or as "
-            f"safetensors. Details: {e}") from e
-    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as e:
-        size = os.path.getsize(path) if os.path.exists(path) else 0
-        raise CheckpointError(
-            f"{path} ({size} bytes) is not a readable torch checkpoint: the file is truncated or corrupt (an "
-            f"interrupted download?). Delete it and fetch it again. Details: {e}") from e
-
-
 def read_state_dict(path, key=None):
-    """Read a weights file into a flat ``{name: tensor}``, unwrapping ``model`` / ``state_dict`` / ``module.``.
+    """Read a weights file (or a published folder's) into a flat ``{name: tensor}`` (``zoo.checkpoint.read``).
 
     Args:
         path: A ``.safetensors`` file, a torch file (read with ``weights_only=True``), or a published folder
@@ -105,55 +76,10 @@ def read_state_dict(path, key=None):
         key: Take the tensors from this entry of the checkpoint dict (e.g. ``state_dict_ema``); by default the first
             of ``model``, ``state_dict``, ``model_ema`` that exists, else the dict itself.
 
-    Returns:
-        dict mapping parameter names to tensors.
-
     Raises:
         CheckpointError: The file is refused by ``weights_only``, truncated or corrupt, or holds no tensors.
     """
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        for name in WEIGHT_FILES:
-            if os.path.isfile(os.path.join(path, name)):
-                path = os.path.join(path, name)
-                break
-        else:
-            raise FileNotFoundError(f"{path} is a folder without {' or '.join(WEIGHT_FILES)}")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"checkpoint file not found: {path}")
-    if path.endswith(".safetensors"):
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
-        try:
-            sd = load_file(path, device="cpu")
-        except (SafetensorError, OSError) as e:
-            raise CheckpointError(f"{path} is not a readable safetensors file (truncated or corrupt?): {e}") from e
-    else:
-        sd = _torch_load(path)
-    return unwrap(sd, source=path, key=key)
-
-
-def unwrap(sd, source="checkpoint", key=None):
-    """Return the tensor dict inside a checkpoint: ``sd[key]``, else ``sd['model']`` / ``['state_dict']`` /
-    ``['model_ema']``, else ``sd`` itself. A ``module.`` prefix on every key (DataParallel / DDP) is removed."""
-    if not isinstance(sd, dict):
-        raise CheckpointError(f"{source}: expected a dict of tensors, got {type(sd).__name__}")
-    if key is not None:
-        if not isinstance(sd.get(key), dict):
-            raise CheckpointError(f"{source}: the checkpoint has no entry {key!r} holding tensors (top-level keys: "
-                                  f"{', '.join(map(str, list(sd)[:10]))})")
-        sd = sd[key]
-    else:
-        for wrapper in WRAPPERS:
-            if isinstance(sd.get(wrapper), dict):
-                sd = sd[wrapper]
-                break
-    tensors = {k: v for k, v in sd.items() if isinstance(v, torch.Tensor)}
-    if not tensors:
-        raise CheckpointError(f"{source}: no tensors found (top-level keys: {', '.join(map(str, list(sd)[:10]))})")
-    if all(k.startswith("module.") for k in tensors):
-        tensors = {k[len("module."):]: v for k, v in tensors.items()}
-    return tensors
+    return ckpt.read(path, key=key).state
 
 
 # -- layout sniffing ----------------------------------------------------------------------------------------------
@@ -481,48 +407,14 @@ def convert_state_dict(sd, model, drop_distillation=False, layout=None, source="
 
 
 # -- strict loading -----------------------------------------------------------------------------------------------
-def _head_keys(model):
-    return {k for k in model.state_dict() if k.startswith("head.")}
-
-
-def check_state_dict(model, sd, source="checkpoint", layout="zoo", drop_head=False):
-    """Compare ``sd`` with ``model.state_dict()``; raise ``CheckpointError`` naming every difference.
-
-    With ``drop_head``, checkpoint ``head.*`` entries that do not fit the model's head are removed from ``sd``
-    (in place) and the model's own head is kept.
-    """
-    own = model.state_dict()
-    if drop_head:
-        for k in [k for k in sd if k.startswith("head.")]:
-            if k not in own or own[k].shape != sd[k].shape:
-                del sd[k]
-        missing_ok = {k for k in _head_keys(model) if k not in sd}
-    else:
-        missing_ok = set()
-    missing = sorted(k for k in own if k not in sd and k not in missing_ok)
-    unexpected = sorted(k for k in sd if k not in own)
-    mismatched = sorted(f"{k}: checkpoint {tuple(sd[k].shape)} vs model {tuple(own[k].shape)}"
-                        for k in sd if k in own and sd[k].shape != own[k].shape)
-    if missing or unexpected or mismatched:
-        lines = [f"{source} ({layout} layout) does not fit {_model_name(model)}:"]
-        if missing:
-            lines.append(f"  missing keys ({len(missing)}): {', '.join(missing)}")
-        if unexpected:
-            lines.append(f"  unexpected keys ({len(unexpected)}): {', '.join(unexpected)}")
-        if mismatched:
-            lines.append(f"  mismatched shapes ({len(mismatched)}): {'; '.join(mismatched)}")
-        if any(k.startswith("head.") for k in missing + unexpected) or any(m.startswith("head.") for m in mismatched):
-            lines.append("  The classifier head differs: to keep the model's fresh head (e.g. fine-tuning 1000-class "
-                         "weights for num_classes=10) pass drop_head=True to zoo.convert.load_checkpoint.")
-        raise CheckpointError("\n".join(lines))
-
-
 def load_checkpoint(model, checkpoint, drop_head=False, drop_distillation=False, layout=None, key=None):
     """Load a local weights file (any recognised layout) into ``model``, strictly.
 
     Args:
         model: A zoo model (e.g. from ``zoo.load(name)``).
-        checkpoint: Path to a ``.safetensors`` / ``.pth`` file or a published folder, or an in-memory state dict.
+        checkpoint: Path to a ``.safetensors`` / ``.pth`` file, a published folder, an mmengine checkpoint written
+            by ``tools/train.py`` (the zoo model's weights are taken from the task model's, see
+            ``zoo.checkpoint.model_state``), or an in-memory state dict.
         drop_head: Keep the model's own head when the checkpoint's ``head.*`` has another size (or the model has no
             head); without it a head mismatch is an error.
         drop_distillation: Accept a distilled DeiT checkpoint by dropping its distillation token and head.
@@ -538,13 +430,13 @@ def load_checkpoint(model, checkpoint, drop_head=False, drop_distillation=False,
             unexpected / mismatched keys are listed), or its layout belongs to another mixer or task.
     """
     if isinstance(checkpoint, dict):
-        source, sd = "state dict", unwrap(checkpoint, key=key)
+        read = ckpt.Checkpoint("state dict", "in memory", unwrap(checkpoint, "state dict", key=key))
     else:
-        source, sd = os.fspath(checkpoint), read_state_dict(checkpoint, key=key)
-    found, sd = convert_state_dict(sd, model, drop_distillation=drop_distillation, layout=layout, source=source)
-    sd = dict(sd)
-    check_state_dict(model, sd, source=source, layout=found, drop_head=drop_head)
-    model.load_state_dict(sd, strict=not drop_head)
+        read = ckpt.read(checkpoint, key=key)
+    sd = ckpt.model_state(read, model) if read.training else read.state
+    found, sd = convert_state_dict(sd, model, drop_distillation=drop_distillation, layout=layout,
+                                   source=read.where())
+    ckpt.load_state_dict(model, dict(sd), read.path, f"{read.format}, {found} layout", drop_head=drop_head)
     return model
 
 
