@@ -30,10 +30,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from tasks.common import pictures  # noqa: E402
-from zoo import cards, registry  # noqa: E402
+from zoo import cards, mixers, registry  # noqa: E402
+from zoo.pretrained import Tag, parse_tag  # noqa: E402
 
-MIXERS = ("sa", "ea", "effa", "ff")
-TASKS = ("cls", "seg", "gen", "pcls", "pseg")
+MIXERS = tuple(mixers.MIXERS)  # the built-in mixers (zoo.mixers), in their order
+TASKS = tuple(registry.TASKS)
+# the dataset of each task's bundled micro checkpoints (pretrained/)
 DATASETS = {"cls": "fmnist", "seg": "scenes", "gen": "fmnist", "pcls": "shapes", "pseg": "shapes"}
 
 
@@ -99,7 +101,7 @@ def run_one(tag, task, args):
     t0 = time.perf_counter()
     metrics = {k: float(v) for k, v in runner.test().items()}
     seconds = time.perf_counter() - t0
-    mixer = tag.split("_")[0]
+    mixer = registry.model_info(parse_tag(tag).model)["mixer"]
     picture = None
     if task == "seg":
         picture = seg_picture(runner)
@@ -137,7 +139,7 @@ def main(argv=None):
     results, missing = {}, []
     for task in args.tasks:
         for mixer in args.mixers:
-            tag = f"{mixer}_vit_micro.{task}_{DATASETS[task]}"
+            tag = str(Tag(f"{mixer}_vit_micro", task, DATASETS[task]))
             if tag not in registry.PRETRAINED:
                 missing.append(tag)
                 continue

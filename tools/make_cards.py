@@ -23,7 +23,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from zoo import cards, pretrained  # noqa: E402
+from zoo import cards, pretrained, registry  # noqa: E402
 
 OUTPUT = os.path.join(ROOT, "MODEL_CARDS.md")
 RESULTS = os.path.join(ROOT, "results")
@@ -69,7 +69,7 @@ def load_entries(bundled_dir=BUNDLED, results_dir=RESULTS):
 def curve_summary(tag, records):
     """The main metric at each validation of a training log (mmengine ``scalars.json`` records), or ``None``."""
     task = pretrained.parse_tag(tag).task
-    for name in cards.PRIMARY_METRICS.get(task, ()):
+    for name in registry.TASKS[task].metrics:
         points = [(r["step"], r[name]) for r in records if name in r]
         if points:  # mmengine logs a validation at its epoch (epoch loops) or iteration (iteration loops)
             unit = "iteration" if task in ("seg", "gen") else "epoch"

@@ -12,21 +12,12 @@ import json
 import re
 
 from .backbones.vit import SIZES
-from . import mixers
+from . import mixers, registry
 from .datasets import DATASETS
 
 # What a card (and the ``dataset`` entry of a published config.json) says about a dataset: these fields of the
 # dataset's record in ``zoo.datasets.DATASETS``, plus its class names as ``label_names``.
 CARD_FIELDS = ("name", "id", "license", "split", "url", "description")
-
-# task -> (Hub pipeline tag, model-index task type, human name). The Hub has no point-cloud pipeline: "other".
-TASKS = {
-    "cls": ("image-classification", "image-classification", "Image Classification"),
-    "seg": ("image-segmentation", "image-segmentation", "Semantic Segmentation"),
-    "gen": ("unconditional-image-generation", "unconditional-image-generation", "Image Generation"),
-    "pcls": ("other", "point-cloud-classification", "Point Cloud Classification"),
-    "pseg": ("other", "point-cloud-segmentation", "Point Cloud Part Segmentation"),
-}
 
 # Metric name pattern (lower case) -> model-index metric type.
 METRIC_TYPES = [
@@ -87,7 +78,8 @@ def card_data(cfg):
     """The front matter of a card as ``huggingface_hub.ModelCardData`` (its model-index holds the metrics)."""
     from huggingface_hub import EvalResult, ModelCardData
     mixer = cfg["architecture"]["mixer"]
-    pipeline, task_type, task_name = TASKS[cfg["task"]]
+    task = registry.TASKS[cfg["task"]]
+    pipeline, task_type, task_name = task.pipeline_tag, task.index_type, task.index_name
     dataset = cfg.get("dataset") or {}
     tags = ["zoo", "vision-transformer", f"token-mixer-{mixer}", task_type, "safetensors", "pytorch"]
     info = mixers.info(mixer)
@@ -119,7 +111,7 @@ def model_card(cfg):
     arch, task = cfg["architecture"], cfg["task"]
     mixer, size = arch["mixer"], arch["size"]
     dims = SIZES.get(size, {})
-    _, _, task_name = TASKS[task]
+    task_name = registry.TASKS[task].index_name
     dataset = cfg.get("dataset")
     inp = cfg.get("input") or {}
     weights = cfg.get("weights") or {}
@@ -211,20 +203,9 @@ def model_card(cfg):
 
 
 # -- MODEL_CARDS.md ---------------------------------------------------------------------------------------------
-# The number a table cell shows per task: the first of these metric names that the checkpoint has.
-PRIMARY_METRICS = {
-    "cls": ("top1", "accuracy/top1"),
-    "seg": ("mIoU",),
-    "gen": ("FID(inception-v3)", "FID(fmnist-clf)", "FID"),
-    "pcls": ("OA",),
-    "pseg": ("instance_mIoU",),
-}
-TASK_ORDER = ("cls", "seg", "gen", "pcls", "pseg")
-
-
 def primary_metric(task, metrics):
     """``(name, value)`` of the metric a summary shows for ``task``; ``(None, None)`` when none is recorded."""
-    for name in PRIMARY_METRICS.get(task, ()):
+    for name in registry.TASKS[task].metrics if task in registry.TASKS else ():
         if name in (metrics or {}):
             return name, metrics[name]
     return next(iter((metrics or {}).items()), (None, None))
@@ -254,12 +235,12 @@ def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"
         return "\n".join(out)
     by_cell = {}
     for tag, e in entries.items():
-        mixer = e.model.split("_")[0]
-        by_cell.setdefault((e.model.split("_", 1)[1], mixer, e.task), e)
+        info = registry.model_info(e.model)  # {mixer}_{arch}_{size}: the registry knows the parts
+        by_cell.setdefault((f"{info['arch']}_{info['size']}", info["mixer"], e.task), e)
     families = sorted({k[0] for k in by_cell})
     for family in families:
         codes = [m for m in mixers.MIXERS if any(k[:2] == (family, m) for k in by_cell)]
-        tasks = [t for t in TASK_ORDER if any(k[0] == family and k[2] == t for k in by_cell)]
+        tasks = [t for t in registry.TASKS if any(k[0] == family and k[2] == t for k in by_cell)]
         heads = []
         for t in tasks:
             e = next(v for k, v in by_cell.items() if k[0] == family and k[2] == t)

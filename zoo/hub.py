@@ -128,7 +128,7 @@ def _effective_args(name, task, args):
     import importlib
 
     from . import registry
-    module = importlib.import_module(registry.TASKS[task])
+    module = importlib.import_module(registry.TASKS[task].module)
     skip = {"model_name", "task", "mixer", "size", "arch"}  # from the name, not constructor choices
     out = {}
     for p in inspect.signature(module.build).parameters.values():

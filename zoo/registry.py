@@ -4,6 +4,7 @@ A model name is ``{mixer}_{arch}_{size}`` (e.g. ``ea_vit_base``), registered onc
 works with every task. A pretrained tag is ``{model}.{task}_{dataset}`` (e.g. ``ff_vit_micro.cls_fmnist``) and
 names the Hub repo, revision and sha256 of its weights file.
 """
+import dataclasses
 import difflib
 import importlib
 
@@ -11,24 +12,46 @@ from . import mixers
 from . import pretrained as _pretrained
 from .backbones import t2t, vit
 
-# task code -> module whose ``build(model_name, mixer=, size=, **kwargs)`` returns the model. Imported lazily so
-# ``import zoo`` stays light (segmentation pulls in mmseg).
+
+@dataclasses.dataclass(frozen=True)
+class TaskInfo:
+    """One task of the zoo: every fact about it that the registry, the CLI, the cards and the tools need.
+
+    Args:
+        module: Module whose ``build(model_name, task=, mixer=, size=, **kwargs)`` returns the model; imported
+            lazily, so ``import zoo`` stays light (segmentation pulls in mmseg).
+        name: The task in words (error messages, the CLI).
+        aliases: Long names accepted for the code (``zoo.load(..., task="segmentation")``).
+        pipeline_tag: The Hub's pipeline tag of a card (the Hub has no point-cloud pipeline: ``other``).
+        index_type, index_name: Task type and name of the card's model-index (the Hub's schema).
+        metrics: Metric names a summary shows for the task (tables, curves): the first one a checkpoint has.
+    """
+    module: str
+    name: str
+    aliases: tuple
+    pipeline_tag: str
+    index_type: str
+    index_name: str
+    metrics: tuple
+
+
+# task code -> TaskInfo: the one table of tasks (its order is the order tables list them in).
 TASKS = {
-    "cls": "zoo.heads.cls",
-    "seg": "zoo.heads.seg",
-    "gen": "zoo.heads.gen",
-    "pcls": "zoo.heads.points",
-    "pseg": "zoo.heads.points",
+    "cls": TaskInfo("zoo.heads.cls", "image classification", ("classification", "image-classification"),
+                    "image-classification", "image-classification", "Image Classification",
+                    ("top1", "accuracy/top1")),
+    "seg": TaskInfo("zoo.heads.seg", "semantic segmentation", ("segmentation", "semantic-segmentation"),
+                    "image-segmentation", "image-segmentation", "Semantic Segmentation", ("mIoU",)),
+    "gen": TaskInfo("zoo.heads.gen", "image generation (GAN)", ("generation", "gan", "image-generation"),
+                    "unconditional-image-generation", "unconditional-image-generation", "Image Generation",
+                    ("FID(inception-v3)", "FID(fmnist-clf)", "FID")),
+    "pcls": TaskInfo("zoo.heads.points", "point-cloud classification",
+                     ("point-classification", "pointcloud-classification"),
+                     "other", "point-cloud-classification", "Point Cloud Classification", ("OA",)),
+    "pseg": TaskInfo("zoo.heads.points", "point-cloud part segmentation", ("part-segmentation", "point-segmentation"),
+                     "other", "point-cloud-segmentation", "Point Cloud Part Segmentation", ("instance_mIoU",)),
 }
-TASK_ALIASES = {
-    "classification": "cls", "image-classification": "cls",
-    "segmentation": "seg", "semantic-segmentation": "seg",
-    "generation": "gen", "gan": "gen", "image-generation": "gen",
-    "point-classification": "pcls", "pointcloud-classification": "pcls",
-    "part-segmentation": "pseg", "point-segmentation": "pseg",
-}
-TASK_NAMES = {"cls": "image classification", "seg": "semantic segmentation", "gen": "image generation (GAN)",
-              "pcls": "point-cloud classification", "pseg": "point-cloud part segmentation"}
+TASK_ALIASES = {alias: code for code, t in TASKS.items() for alias in t.aliases}  # derived: long name -> code
 
 # Backbone families: arch -> (sizes, tasks it can serve). ``vit`` (conv patch embedding, zoo.backbones.vit) serves
 # every task; ``t2t`` (the tokens-to-token front end of T2T-ViT / EAMLP, zoo.backbones.t2t) classifies only: its
@@ -51,11 +74,9 @@ def register_mixer(cls, code=None):
     """
     mixers.register(cls, code)
     code = code or cls.code
-    added = sorted(f"{code}_{a}_{s}" for a, (sizes, _) in ARCHS.items() for s in sizes)
-    for name in added:
-        arch, size = name.split("_", 2)[1:]
-        MODELS[name] = dict(mixer=code, arch=arch, size=size)
-    return added
+    added = {f"{code}_{a}_{s}": dict(mixer=code, arch=a, size=s) for a, (sizes, _) in ARCHS.items() for s in sizes}
+    MODELS.update(added)
+    return sorted(added)
 
 
 def _close(name, options):
@@ -67,7 +88,7 @@ def resolve_task(task):
     """Return the task code for ``task`` (a code or a long alias)."""
     code = TASK_ALIASES.get(task, task)
     if code not in TASKS:
-        valid = ", ".join(f"{k} ({v})" for k, v in TASK_NAMES.items())
+        valid = ", ".join(f"{k} ({t.name})" for k, t in TASKS.items())
         raise ValueError(f"unknown task {task!r}; valid tasks: {valid}.{_close(str(task), list(TASKS) + list(TASK_ALIASES))}")
     return code
 
@@ -157,7 +178,7 @@ def build(name, task="cls", **kwargs):
     if task not in served:
         raise ValueError(f"{name} ({info['arch']} family) serves {', '.join(served)} only, not {task}; the vit "
                          f"family serves every task (e.g. {info['mixer']}_vit_tiny)")
-    module = importlib.import_module(TASKS[task])
+    module = importlib.import_module(TASKS[task].module)
     family = {"arch": info["arch"]} if info["arch"] != "vit" else {}  # the vit builders take no arch
     model = module.build(name, task=task, mixer=info["mixer"], size=info["size"], **family, **kwargs)
     # Everything needed to rebuild this model, as plain JSON (written to config.json by ``zoo.hub``).

@@ -1,8 +1,8 @@
 """Image classification: the trunk with the DeiT head (final LayerNorm + Linear on the cls token).
 
 Two backbone families: ``vit`` (conv patch embedding, ``zoo.backbones.vit``) and ``t2t`` (tokens-to-token front
-end, ``zoo.backbones.t2t``; EAMLP). The family comes from the ``arch`` the registry passes, else from the name
-(``{mixer}_{arch}_{size}``).
+end, ``zoo.backbones.t2t``; EAMLP). The family comes from the ``arch`` the registry passes, else from the
+registry's record of the name (``{mixer}_{arch}_{size}``).
 """
 from ..backbones import t2t
 from ..backbones.vit import SIZES, VisionTransformer
@@ -11,8 +11,8 @@ from ..backbones.vit import SIZES, VisionTransformer
 def _arch_of(model_name, arch):
     if arch is not None:
         return arch
-    parts = model_name.split("_")
-    return parts[1] if len(parts) == 3 else "vit"
+    from ..registry import MODELS  # the registry knows the parts of a name; unregistered names are vit
+    return MODELS.get(model_name, {}).get("arch", "vit")
 
 
 def build(model_name, task="cls", mixer="sa", size="tiny", num_classes=1000, img_size=224, in_chans=3,
