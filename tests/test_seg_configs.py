@@ -1,11 +1,11 @@
 """Every config in configs/seg builds its real model and runs one training (loss) step and one predict step.
 
-The full-size models (tiny/small/base at 512x512 with 512-channel UPerHeads) are built as configured, but the
-steps run on a shrunk copy so the file stays fast on a CPU. What is shrunk, via the same keys a user passes to
-``--cfg-options``: ``model.backbone.name`` -> the config's mixer at size ``micro``; ``model.backbone.img_size`` and
-``model.data_preprocessor.size`` -> 64x64 (and the slide window of ``ff`` configs -> 64/42); UPerHead channels
-512 -> 32 and FCN channels 256 -> 16. Everything else (neck, pool scales, losses, optimiser, schedule) is the
-config's own.
+The full-size models (tiny/small/base at 512x512 with 512-channel UPerHeads or the 128-channel light SegformerHead)
+are built as configured, but the steps run on a shrunk copy so the file stays fast on a CPU. What is shrunk, via the
+same keys a user passes to ``--cfg-options``: ``model.backbone.name`` -> the config's mixer at size ``micro``;
+``model.backbone.img_size`` and ``model.data_preprocessor.size`` -> 64x64 (and the slide window of ``ff`` configs ->
+64/42); decode head channels -> 32 and FCN channels 256 -> 16 (UPerNet configs; the light ones have no auxiliary
+head). Everything else (neck, pool scales, losses, optimiser, schedule) is the config's own.
 """
 import glob
 import os
@@ -16,7 +16,8 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "seg", "*.py")))
-NAME = re.compile(r"upernet_(?P<mixer>[a-z]+)-vit-(?P<size>[a-z]+)_(?P<gpus>\d+)xb(?P<batch>\d+)-(?P<iters>\w+)_"
+NAME = re.compile(r"(?P<head>upernet|segformerhead)_(?P<mixer>[a-z]+)-vit-(?P<size>[a-z]+)_(?P<gpus>\d+)xb"
+                  r"(?P<batch>\d+)-(?P<iters>\w+)_"
                   r"(?P<data>[a-z0-9-]+)-(?P<h>\d+)x(?P<w>\d+)\.py$")
 
 
@@ -48,11 +49,12 @@ def _batch(num_classes, size=64, n=2):
 
 def test_the_config_set():
     names = [os.path.basename(p) for p in CONFIGS]
-    ade = {f"upernet_{m}-vit-{s}_8xb2-160k_ade20k-512x512.py" for m in ("sa", "ea", "effa", "ff")
+    heads = ("upernet", "segformerhead")
+    ade = {f"{h}_{m}-vit-{s}_8xb2-160k_ade20k-512x512.py" for h in heads for m in ("sa", "ea", "effa", "ff")
            for s in ("tiny", "small", "base")}
-    assert ade <= set(names) and len(ade) == 12
+    assert ade <= set(names) and len(ade) == 24
     assert {n for n in names if "fashion-scenes" in n} == {
-        f"upernet_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")}
+        f"{h}_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py" for h in heads for m in ("sa", "ea", "effa", "ff")}
 
 
 def test_ade20k_recipe_numbers():
@@ -87,12 +89,32 @@ def test_config_model_matches_zoo_load():
         args=dict(num_classes=150, img_size=512, patch_size=16, in_chans=3, channels=512, aux_channels=256))
 
 
+@pytest.mark.parametrize("path, kwargs", [
+    ("segformerhead_effa-vit-tiny_8xb2-160k_ade20k-512x512.py", dict(num_classes=150, img_size=512)),
+    ("segformerhead_sa-vit-micro_1xb16-1500_fashion-scenes-64x64.py",
+     dict(num_classes=11, img_size=64, patch_size=8, channels=64))])
+def test_light_head_config_matches_zoo_load(path, kwargs):
+    import zoo
+    cfg = _cfg(os.path.join(ROOT, "configs/seg", path))
+    from_cfg = _build(cfg.model)
+    name = cfg.model.backbone.name
+    from_load = zoo.load(name, task="seg", decode_head="segformer", **kwargs)
+    assert {k: v.shape for k, v in from_cfg.state_dict().items()} == \
+        {k: v.shape for k, v in from_load.state_dict().items()}
+    assert from_cfg.zoo_config == from_load.zoo_config
+    assert from_cfg.zoo_config["args"]["decode_head"] == "segformer"
+    assert type(from_cfg.neck).__name__ == "Feature2Pyramid" and not from_cfg.with_auxiliary_head
+    # the zoo_config rebuilds it
+    again = zoo.load(name, task="seg", **from_cfg.zoo_config["args"])
+    assert type(again.decode_head).__name__ == "SegformerHead"
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=os.path.basename)
 def test_config_builds_and_steps(path):
     from mmengine.optim import build_optim_wrapper
     from mmengine.registry import DefaultScope
     m = NAME.search(os.path.basename(path))
-    assert m, f"config name does not follow upernet_<mixer>-vit-<size>_<n>xb<b>-<iters>_<data>-<h>x<w>.py: {path}"
+    assert m, f"config name does not follow <upernet|segformerhead>_<mixer>-vit-<size>_<n>xb<b>-<iters>_<data>-<h>x<w>.py: {path}"
     cfg = _cfg(path)
     mixer, size = m["mixer"], m["size"]
     assert cfg.model.backbone.name == f"{mixer}_vit_{size}"
@@ -106,14 +128,18 @@ def test_config_builds_and_steps(path):
     from zoo.backbones.vit import SIZES
     dim = SIZES[size]["embed_dim"]
     assert real.backbone.trunk.embed_dim == dim and list(real.decode_head.in_channels) == [dim] * 4
+    light = m["head"] == "segformerhead"
+    assert type(real.decode_head).__name__ == ("SegformerHead" if light else "UPerHead")
+    assert real.with_auxiliary_head is not light
     assert real.backbone.trunk.patch_embed.img_size == crop
     n_cls = len(real.decode_head.conv_seg.bias)
     del real
 
     # 2) one loss step (with the config's optimiser) and one predict step on the shrunk copy
     shrink = {"model.backbone.name": f"{mixer}_vit_micro", "model.backbone.img_size": (64, 64),
-              "model.data_preprocessor.size": (64, 64), "model.decode_head.channels": 32,
-              "model.auxiliary_head.channels": 16}
+              "model.data_preprocessor.size": (64, 64), "model.decode_head.channels": 32}
+    if not light:
+        shrink["model.auxiliary_head.channels"] = 16
     if mixer == "ff":
         shrink.update({"model.test_cfg.crop_size": (64, 64), "model.test_cfg.stride": (42, 42)})
     cfg.merge_from_dict(shrink)
@@ -129,7 +155,7 @@ def test_config_builds_and_steps(path):
     before = trunk.blocks[0].mlp.fc1.weight.detach().clone()
     model.train()
     log = model.train_step(_batch(n_cls), optim)
-    assert torch.isfinite(log["loss"]) and "decode.loss_ce" in log and "aux.loss_ce" in log
+    assert torch.isfinite(log["loss"]) and "decode.loss_ce" in log and ("aux.loss_ce" in log) is not light
     assert not torch.equal(before, trunk.blocks[0].mlp.fc1.weight)  # the step updated the trunk
     model.eval()
     with torch.no_grad():

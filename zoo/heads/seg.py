@@ -11,6 +11,11 @@ Touvron et al., DeiT, https://arxiv.org/abs/2012.12877) with the token mixer swa
          FCNHead on level 3 (256 channels, loss weight 0.4, training only)
       -> bilinear resize to the input size
 
+The light head (``decode_head="segformer"``, configs ``segformerhead_*``) replaces neck and heads with BEiT's
+``Feature2Pyramid`` (x2 transposed conv, x1, x0.5 and x0.25 max-pool -> H/8 .. H/64) and SegFormer's all-MLP
+``SegformerHead`` (1x1 convs to 128 channels, fused at H/8; Xie et al., https://arxiv.org/abs/2105.15203), without an
+auxiliary head: the head costs ~1% of UPerNet's at 1024 px, so the mixer's cost decides the model's.
+
 ``ZooEncoderDecoder`` is an mmseg ``EncoderDecoder``: ``loss`` / ``predict`` take ``SegDataSample`` lists as in
 mmseg, and calling it on a tensor returns per-pixel logits (B, K, H, W) at the input resolution (through the
 configured whole/slide inference). Inputs are RGB normalised with the ImageNet mean/std (the ``data_preprocessor``
@@ -215,7 +220,9 @@ class ZooEncoderDecoder(EncoderDecoder):
         dim = embed_dim_of(backbone["name"])
         num_outs = len(backbone.get("out_indices") or [0] * 4)
         neck, decode_head, auxiliary_head = _as_config(neck), _as_config(decode_head), _as_config(auxiliary_head)
-        if neck is not None:
+        if neck is not None and neck.get("type") == "Feature2Pyramid":  # one width for every level
+            neck.setdefault("embed_dim", dim)
+        elif neck is not None:
             neck.setdefault("in_channels", [dim] * num_outs)
             neck.setdefault("out_channels", dim)
         decode_head.setdefault("in_channels", [dim] * num_outs)
@@ -242,6 +249,9 @@ class ZooEncoderDecoder(EncoderDecoder):
         args = dict(num_classes=int(self.num_classes), img_size=h if h == w else [h, w],
                     patch_size=bb.patch_size[0], in_chans=bb.in_chans, channels=int(self.decode_head.channels),
                     aux_channels=int(self.auxiliary_head.channels) if self.with_auxiliary_head else 0)
+        head = next((k for k, v in DECODE_HEADS.items() if v == type(self.decode_head).__name__), None)
+        if head is not None and head != "uper":
+            args["decode_head"] = head
         # mmseg-compatibility switches, recorded only when they differ from the zoo's defaults
         for key, value, default in (("final_norm", bb.final_norm, False), ("class_token", bb.class_token, True),
                                     ("padded_logits", self.padded_logits, "crop"),
@@ -305,27 +315,58 @@ class ZooEncoderDecoder(EncoderDecoder):
         return self.inference(inputs, metas)
 
 
-def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, channels=512, aux_channels=256,
+# ``decode_head=`` of ``model_cfg`` / ``build`` -> the mmseg head class it builds.
+DECODE_HEADS = {"uper": "UPerHead", "segformer": "SegformerHead"}
+# Defaults per head: (channels, aux_channels). The light head has no auxiliary head (SegFormer trains without one).
+HEAD_DEFAULTS = {"uper": (512, 256), "segformer": (128, 0)}
+
+
+def _decode_head_cfg(kind, num_classes, channels, norm_cfg):
+    """Neck and decode head of ``kind`` (see ``DECODE_HEADS``) as mmseg dicts."""
+    common = dict(in_index=[0, 1, 2, 3], channels=channels, dropout_ratio=0.1, num_classes=num_classes,
+                  norm_cfg=norm_cfg, align_corners=False,
+                  loss_decode=dict(type="CrossEntropyLoss", use_sigmoid=False, loss_weight=1.0))
+    if kind == "uper":
+        return dict(type="MultiLevelNeck", scales=[4, 2, 1, 0.5]), dict(type="UPerHead", pool_scales=(1, 2, 3, 6),
+                                                                         **common)
+    if kind == "segformer":
+        # The light head (configs/seg/_base_/models/segformerhead_zoo-vit.py): BEiT's Feature2Pyramid at strides
+        # 8, 16, 32, 64 (one transposed conv up, max-pools down) and SegFormer's all-MLP head fused at stride 8.
+        return (dict(type="Feature2Pyramid", rescales=[2, 1, 0.5, 0.25], norm_cfg=norm_cfg),
+                dict(type="SegformerHead", **common))
+    raise ValueError(f"decode_head must be one of {sorted(DECODE_HEADS)}, got {kind!r}")
+
+
+def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, channels=None, aux_channels=None,
               drop_path_rate=0.1, norm_type="BN", test_cfg=None, out_indices=None, final_norm=False, class_token=True,
-              padded_logits="crop"):
-    """The UPerNet recipe as an mmseg model dict (what ``configs/seg/_base_/models/upernet_zoo-vit.py`` spells out).
+              padded_logits="crop", decode_head="uper"):
+    """The UPerNet recipe as an mmseg model dict (what ``configs/seg/_base_/models/upernet_zoo-vit.py`` spells out),
+    or with ``decode_head="segformer"`` the light one (``configs/seg/_base_/models/segformerhead_zoo-vit.py``).
 
     Args:
         name: Registered model name.
         num_classes: Classes K.
         img_size: Training crop; the backbone's size (and the fixed input of ``ff`` models).
         patch_size, in_chans: Tokenizer.
-        channels: UPerHead width (512 in mmseg).
-        aux_channels: FCN auxiliary head width (256 in mmseg); 0 drops the auxiliary head.
+        channels: Decode head width (default 512 for UPerHead as in mmseg, 128 for the light head).
+        aux_channels: FCN auxiliary head width (default 256 for UPerNet as in mmseg, 0 for the light head); 0 drops
+            the auxiliary head.
         drop_path_rate: Stochastic depth of the trunk (0.1 in mmseg's DeiT recipe).
         norm_type: ``BN`` (works on CPU and one GPU) or ``SyncBN`` (multi-GPU).
         test_cfg: Inference mode; default whole, or slide at the crop for fixed-token models.
         out_indices, final_norm, class_token: Backbone options (``ZooViTBackbone``; mmseg's ViT ``out_indices``,
             ``final_norm``, ``with_cls_token``).
         padded_logits: ``crop`` or ``stretch`` (mmseg), see ``ZooEncoderDecoder``.
+        decode_head: ``"uper"`` (UPerNet: MultiLevelNeck + UPerHead) or ``"segformer"`` (Feature2Pyramid at
+            strides 8-64 + SegformerHead; ~100x less head time than UPerNet at 1024 px, docs/BENCHMARKS.md).
     """
     crop = _pair(img_size)
     norm_cfg = dict(type=norm_type, requires_grad=True)
+    if decode_head not in HEAD_DEFAULTS:
+        raise ValueError(f"decode_head must be one of {sorted(DECODE_HEADS)}, got {decode_head!r}")
+    channels = HEAD_DEFAULTS[decode_head][0] if channels is None else channels
+    aux_channels = HEAD_DEFAULTS[decode_head][1] if aux_channels is None else aux_channels
+    neck, head = _decode_head_cfg(decode_head, num_classes, channels, norm_cfg)
     if test_cfg is None:
         test_cfg = (dict(mode="slide", crop_size=crop, stride=slide_stride(crop)) if is_fixed_tokens(name)
                     else dict(mode="whole"))
@@ -336,10 +377,8 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
         backbone=dict(type="ZooViTBackbone", name=name, img_size=crop, patch_size=patch_size, in_chans=in_chans,
                       drop_path_rate=drop_path_rate, out_indices=None if out_indices is None else list(out_indices),
                       final_norm=final_norm, class_token=class_token),
-        neck=dict(type="MultiLevelNeck", scales=[4, 2, 1, 0.5]),
-        decode_head=dict(type="UPerHead", in_index=[0, 1, 2, 3], pool_scales=(1, 2, 3, 6), channels=channels,
-                         dropout_ratio=0.1, num_classes=num_classes, norm_cfg=norm_cfg, align_corners=False,
-                         loss_decode=dict(type="CrossEntropyLoss", use_sigmoid=False, loss_weight=1.0)),
+        neck=neck,
+        decode_head=head,
         auxiliary_head=None if not aux_channels else dict(
             type="FCNHead", in_index=3, channels=aux_channels, num_convs=1, concat_input=False, dropout_ratio=0.1,
             num_classes=num_classes, norm_cfg=norm_cfg, align_corners=False,
@@ -352,9 +391,9 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
 
 
 def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_size=512, patch_size=16, in_chans=3,
-          channels=512, aux_channels=256, drop_path_rate=0.0, norm_type="BN", test_cfg=None, backbone_checkpoint=None,
-          out_indices=None, final_norm=False, class_token=True, padded_logits="crop"):
-    """Build the UPerNet segmentor for ``model_name`` (``zoo.load(name, task='seg', ...)`` lands here).
+          channels=None, aux_channels=None, drop_path_rate=0.0, norm_type="BN", test_cfg=None, backbone_checkpoint=None,
+          out_indices=None, final_norm=False, class_token=True, padded_logits="crop", decode_head="uper"):
+    """Build the UPerNet (or, with ``decode_head="segformer"``, the light-head) segmentor for ``model_name`` (``zoo.load(name, task='seg', ...)`` lands here).
 
     Args:
         model_name: Registered model name (mixer and size are read from it; ``mixer``/``size`` are accepted for the
@@ -365,6 +404,7 @@ def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_si
         out_indices, final_norm, class_token, padded_logits: mmseg-compatibility options (see ``model_cfg``);
             mmseg's UPerNet + DeiT ``_mln_`` ADE20K weights need ``padded_logits="stretch"`` to give mmseg's logits
             on inputs whose sides are not multiples of 16 (``zoo.convert`` loads their layout).
+        decode_head: ``"uper"`` or ``"segformer"`` (the light head), see ``model_cfg``.
 
     Returns:
         A ``ZooEncoderDecoder`` in train mode with mmseg's head initialisation applied (so a later
@@ -375,7 +415,7 @@ def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_si
     cfg = model_cfg(model_name, num_classes=num_classes, img_size=img_size, patch_size=patch_size, in_chans=in_chans,
                     channels=channels, aux_channels=aux_channels, drop_path_rate=drop_path_rate, norm_type=norm_type,
                     test_cfg=test_cfg, out_indices=out_indices, final_norm=final_norm, class_token=class_token,
-                    padded_logits=padded_logits)
+                    padded_logits=padded_logits, decode_head=decode_head)
     cfg.pop("type")
     # sub-modules (data preprocessor, heads) live in mmseg's registry
     with DefaultScope.overwrite_default_scope("mmseg"):

@@ -1,0 +1,7 @@
+_base_ = [
+    './_base_/models/segformerhead_zoo-vit-micro_scenes.py', './_base_/datasets/fashion_scenes.py',
+    './_base_/schedules/schedule_scenes.py'
+]
+model = dict(backbone=dict(name='ff_vit_micro'),
+             # fixed token count: infer with a sliding 64 window
+             test_cfg=dict(mode='slide', crop_size=(64, 64), stride=(42, 42)))
