@@ -114,7 +114,8 @@ def test_config_builds_and_steps(path):
     from mmengine.optim import build_optim_wrapper
     from mmengine.registry import DefaultScope
     m = NAME.search(os.path.basename(path))
-    assert m, f"config name does not follow <upernet|segformerhead>_<mixer>-vit-<size>_<n>xb<b>-<iters>_<data>-<h>x<w>.py: {path}"
+    assert m, (f"config name does not follow <upernet|segformerhead>_<mixer>-vit-<size>_<n>xb<b>-<iters>_<data>-"
+               f"<h>x<w>.py: {path}")
     cfg = _cfg(path)
     mixer, size = m["mixer"], m["size"]
     assert cfg.model.backbone.name == f"{mixer}_vit_{size}"

@@ -393,7 +393,8 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
 def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_size=512, patch_size=16, in_chans=3,
           channels=None, aux_channels=None, drop_path_rate=0.0, norm_type="BN", test_cfg=None, backbone_checkpoint=None,
           out_indices=None, final_norm=False, class_token=True, padded_logits="crop", decode_head="uper"):
-    """Build the UPerNet (or, with ``decode_head="segformer"``, the light-head) segmentor for ``model_name`` (``zoo.load(name, task='seg', ...)`` lands here).
+    """Build the UPerNet (or, with ``decode_head="segformer"``, the light-head) segmentor for ``model_name``
+    (``zoo.load(name, task='seg', ...)`` lands here).
 
     Args:
         model_name: Registered model name (mixer and size are read from it; ``mixer``/``size`` are accepted for the
