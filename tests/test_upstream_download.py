@@ -269,15 +269,16 @@ def test_truncated_file_names_the_file(server, cache, tmp_path):
     _, data = eamlp_small(tmp_path)
     url = server.serve("/EAMLP/EAMLP_7_384/model_best.pth.tar", data[: len(data) // 2])
     with pytest.raises(CheckpointError, match=r"upstream weights of ea_t2t_7.cls_in1k from http://127.0.0.1:\d+/EAMLP/"
-                                              r"EAMLP_7_384/model_best.pth.tar: .*model_best.pth.tar \(\d+ bytes\) is "
-                                              r"not a readable torch checkpoint: the file is truncated or corrupt"):
+                                              r"EAMLP_7_384/model_best.pth.tar: .*model_best.pth.tar \(torch file, "
+                                              r"weights_only\): the file \(\d+ bytes\) is truncated"):
         upstream.load_upstream(_t2t(), _entry("ea_t2t_7.cls_in1k", url, "eamlp_t2t", state_dict_key="state_dict_ema"))
 
 
 def test_wrong_architecture_names_the_file(server, cache, tmp_path):
     _, ff = ff_official_micro(tmp_path)
     url = server.serve("/mmseg/upernet_deit-b16_mln_512x512_160k_ade20k.pth", ff)  # an FF file where mmseg's should be
-    with pytest.raises(CheckpointError, match=r"upernet_deit-b16_mln_512x512_160k_ade20k.pth is a FF-only official "
+    with pytest.raises(CheckpointError, match=r"upernet_deit-b16_mln_512x512_160k_ade20k.pth \(torch file, "
+                                              r"weights_only\) is a FF-only official "
                                               r"checkpoint \(ff_official layout\), not the expected mmseg UPerNet"):
         upstream.load_upstream(_micro_seg(), _entry("sa_vit_base.seg_ade20k", url, "mmseg_vit"))
     _, seg = mmseg_micro(tmp_path)

@@ -17,10 +17,12 @@ published. Fallback contract, for a config whose model cannot be built here: ``c
 and its weights are taken from the checkpoint under the one key prefix that fits them exactly.
 
 The checkpoint is a local file written by our training runs: a safetensors file, a plain state dict, or an
-mmengine checkpoint, read by ``zoo.hub.read_training_checkpoint`` (``weights_only=True`` first; mmengine's own
-pickled objects through an inert unpickler that runs no code from the file). ``--metrics`` is a JSON file: either
-``{"metrics": {name: value}, ...}`` or a flat ``{name: value}`` (what ``tools/test.py`` reports); the last JSON
-line of an mmengine log file also works.
+mmengine checkpoint, read by ``zoo.checkpoint.read`` (``torch.load(weights_only=True)`` with the zoo's one allowlist,
+which admits what mmengine writes into a checkpoint and nothing that runs code); its weights are checked strictly by
+``zoo.checkpoint.check_state_dict``, and every failure is a ``zoo.CheckpointError`` naming the file.
+
+``--metrics`` is a JSON file: either ``{"metrics": {name: value}, ...}`` or a flat ``{name: value}`` (what
+``tools/test.py`` reports); the last JSON line of an mmengine log file also works.
 
 The token is the one huggingface_hub finds (``HF_TOKEN`` or ``hf auth login``); there is no token option, and
 the token is never printed or logged. ``HF_ENDPOINT`` (or ``--endpoint``) selects another Hub, e.g. the test
@@ -36,7 +38,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from zoo import hub, registry  # noqa: E402
+from zoo import checkpoint, hub, registry  # noqa: E402
 
 log = logging.getLogger("zoo.publish")
 
@@ -90,8 +92,10 @@ def read_metrics(path):
     return numeric, extra
 
 
-def model_from_config(cfg, state, source):
-    """``(zoo model with the checkpoint's weights, how it was found)``; see the module docstring."""
+def model_from_config(cfg, ckpt):
+    """``(zoo model with the weights of ``ckpt``, a ``zoo.checkpoint.Checkpoint``, how it was found)``; see the
+    module docstring."""
+    source = ckpt.path
     model_cfg = cfg.get("model")
     if model_cfg is None:
         raise SystemExit(f"{source}: the config has no `model` dict")
@@ -107,10 +111,8 @@ def model_from_config(cfg, state, source):
             wrapper = MODELS.build(model_cfg)
             if not hasattr(wrapper, "zoo_model"):
                 raise AttributeError(f"{type(wrapper).__name__} has no `zoo_model` property")
-            missing, unexpected = wrapper.load_state_dict(state, strict=False)
-            if missing or unexpected:
-                raise SystemExit(f"{source} does not fit {type(wrapper).__name__}: missing {missing[:20]}, "
-                                 f"unexpected {unexpected[:20]}")
+            checkpoint.load_state_dict(wrapper, dict(ckpt.state), source, ckpt.format,
+                                       target=f"the config's model ({type(wrapper).__name__})")
             model = wrapper.zoo_model
             if not hasattr(model, "zoo_config"):
                 raise SystemExit(f"{type(wrapper).__name__}.zoo_model has no zoo_config; build it with zoo.load")
@@ -121,7 +123,8 @@ def model_from_config(cfg, state, source):
         raise SystemExit(f"cannot get the zoo model from the config: building `model` failed ({wrapper_error}) and "
                          f"`model` has no `name`/`task`/`args` (the fallback contract, see tools/publish.py)")
     model = registry.build(model_cfg["name"], task=model_cfg.get("task", "cls"), **dict(model_cfg.get("args") or {}))
-    model.load_state_dict(hub.extract_model_state(state, model, source), strict=True)
+    state = checkpoint.model_state(ckpt, model)  # the zoo model's part of a training wrapper's weights
+    checkpoint.load_state_dict(model, state, source, ckpt.format)
     how = "cfg.model name/task/args" + (f" (building the mmengine model failed: {wrapper_error})"
                                         if wrapper_error else "")
     return model, how
@@ -174,8 +177,12 @@ def main(argv=None):
     metrics, metrics_extra = read_metrics(args.metrics)
     from mmengine.config import Config
     cfg = Config.fromfile(args.config)
-    state, meta = hub.read_training_checkpoint(args.checkpoint)
-    model, how = model_from_config(cfg, state, args.checkpoint)
+    try:
+        ckpt = checkpoint.read(args.checkpoint)
+        model, how = model_from_config(cfg, ckpt)
+    except (checkpoint.CheckpointError, FileNotFoundError) as e:
+        raise SystemExit(f"tools/publish.py: error: {e}") from None
+    meta = ckpt.meta
     name, task = model.zoo_config["name"], registry.resolve_task(model.zoo_config["task"])
     log.info("model %s (%s) from %s; %d tensors kept, training state dropped", name, task, how,
              len(model.state_dict()))

@@ -3,15 +3,13 @@
     import zoo
     model = zoo.load("ea_vit_base", task="seg")
 """
+from .checkpoint import CheckpointError
+from .factory import load
+from .hub import save_pretrained
 from .mixers import list_mixers
-from .registry import list_models, list_pretrained, load
+from .registry import list_models, list_pretrained
 
 __version__ = "0.1.0"
 
-__all__ = ["list_mixers", "list_models", "list_pretrained", "load", "save_pretrained", "__version__"]
-
-
-def save_pretrained(model, save_dir, **kwargs):
-    """Write ``model`` as a published folder (model.safetensors, config.json, README.md); see ``zoo.hub``."""
-    from .hub import save_pretrained as _save
-    return _save(model, save_dir, **kwargs)
+__all__ = ["CheckpointError", "list_mixers", "list_models", "list_pretrained", "load", "save_pretrained",
+           "__version__"]

@@ -17,33 +17,35 @@ Entry points:
   tag; ``cfg`` is ``zoo.registry.PRETRAINED[tag]`` = ``dict(hf_hub_id, revision, sha256, ...)``.
 - ``upload_folder_one_commit(...)`` uploads a folder in a single Hub commit (used by ``tools/publish.py``).
 
-Downloads go through ``huggingface_hub.hf_hub_download`` and its cache. ``HF_ENDPOINT``, ``HF_HUB_CACHE`` /
-``HF_HOME`` and ``HF_HUB_OFFLINE`` are read when a function is called (huggingface_hub reads them once, at its
-import), so a process can redirect them after importing; explicit ``endpoint=`` / ``cache_dir=`` /
-``local_files_only=`` arguments win. With ``HF_HUB_OFFLINE=1`` a cached checkpoint loads without the network.
+Downloads go through ``huggingface_hub.snapshot_download(allow_patterns=...)`` and its cache (``fetch``): the files
+of a published folder are fetched at one commit. ``HF_ENDPOINT``, ``HF_HUB_CACHE`` / ``HF_HOME`` and
+``HF_HUB_OFFLINE`` are read when a function is called (huggingface_hub reads them once, at its import), so a process
+can redirect them after importing; explicit ``endpoint=`` / ``cache_dir=`` / ``local_files_only=`` arguments win.
+With ``HF_HUB_OFFLINE=1`` a cached checkpoint loads without the network.
 
-Verification, in this order, each failure a ``HubError`` subclass naming the cause: for a registry tag, the
-weights' sha256 equals the pinned one (else ``ChecksumError``, before anything else of the download is used);
-``config.json`` parses and names a known model; the weights file is a valid safetensors file (a truncated
-download fails here); its header names the same model, task and arguments as ``config.json`` (else
-``ArchitectureMismatchError``); its sha256 equals the one recorded in ``config.json`` (else ``ChecksumError``);
-its keys and shapes are exactly the model's (else ``WeightsMismatchError`` listing missing, unexpected and
-mis-shaped keys).
+Verification, in this order, each failure a ``zoo.CheckpointError`` naming the file and the cause: for a registry
+tag, the weights' sha256 equals the pinned one (else ``ChecksumError``, before anything else of the download is
+used); ``config.json`` parses and names a known model (else ``HubError``); the weights file is a valid safetensors
+file (a truncated download fails here); its header names the same model, task and arguments as ``config.json``
+(else ``ArchitectureMismatchError``); its sha256 equals the one recorded in ``config.json`` (else
+``ChecksumError``); its keys and shapes are exactly the model's (else ``WeightsMismatchError`` listing missing,
+unexpected and mis-shaped keys). Reading and the strict check are ``zoo.checkpoint``'s, shared with
+``zoo.load(checkpoint=...)``.
 
-Security: nothing downloaded is unpickled. Published weights are safetensors. The one pickle this module reads is
-a local mmengine training checkpoint (``read_training_checkpoint``, for ``tools/publish.py``), and it is read
-with an inert unpickler that builds tensors and plain containers only and replaces every other class by an
-inert placeholder, so no code named by the file runs.
+Security: nothing is unpickled. Published weights are safetensors. (Local training checkpoints, for
+``tools/publish.py``, are read by ``zoo.checkpoint`` with ``torch.load(weights_only=True)``.)
 """
 import hashlib
+import importlib
 import inspect
-import io
 import json
 import math
 import os
-import pickle
 import re
-import types
+
+from . import cards, checkpoint, registry
+from .checkpoint import ArchitectureMismatchError, CheckpointError, ChecksumError, WeightsMismatchError  # noqa: F401
+from .pretrained import PretrainedCfg, parse_tag
 
 FORMAT_VERSION = 1
 WEIGHTS_NAME = "model.safetensors"
@@ -55,24 +57,15 @@ DOWNLOAD_OPTIONS = ("cache_dir", "endpoint", "force_download", "local_files_only
 # Constructor arguments that only fetch initial weights (a local path or a tag); the published weights replace
 # them, so config.json records them disabled (a path from the training machine would not exist elsewhere).
 INIT_ONLY_ARGS = {"pretrained": False, "checkpoint": None, "backbone_checkpoint": None, "init_cfg": None}
-_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
-class HubError(RuntimeError):
-    """A published checkpoint cannot be found, read or loaded; the message names the cause and the fix."""
+class HubError(CheckpointError):
+    """A published checkpoint cannot be found, downloaded or described; the message names the cause and the fix.
 
-
-class ChecksumError(HubError):
-    """The sha256 of ``model.safetensors`` differs from the pinned or recorded one."""
-
-
-class ArchitectureMismatchError(HubError):
-    """``config.json`` describes another model than the weights (or than the model being filled)."""
-
-
-class WeightsMismatchError(HubError):
-    """The weights do not fit the model: missing, unexpected or mis-shaped keys."""
+    Problems with the weights file itself are ``zoo.checkpoint`` errors (``ChecksumError``,
+    ``ArchitectureMismatchError``, ``WeightsMismatchError``, re-exported here); all derive from ``CheckpointError``.
+    """
 
 
 # -- small helpers ------------------------------------------------------------------------------------------------
@@ -125,9 +118,6 @@ def _effective_args(name, task, args):
 
     Recording the defaults too keeps a published model reproducible if a default changes later.
     """
-    import importlib
-
-    from . import registry
     module = importlib.import_module(registry.TASKS[task].module)
     skip = {"model_name", "task", "mixer", "size", "arch"}  # from the name, not constructor choices
     out = {}
@@ -191,7 +181,6 @@ def make_config(model, *, tag=None, dataset=None, metrics=None, config_name=None
         license: License of the weights (a Hub license id).
         extra: More plain-JSON fields to record (e.g. ``training``: epochs, iterations).
     """
-    from . import cards, registry
     zc = getattr(model, "zoo_config", None)
     if not isinstance(zc, dict) or not {"name", "task", "args"} <= set(zc):
         raise HubError("the model has no zoo_config (dict(name, task, args)); build it with zoo.load or "
@@ -200,7 +189,6 @@ def make_config(model, *, tag=None, dataset=None, metrics=None, config_name=None
     args = _effective_args(name, task, _plain_json(zc["args"], f"zoo_config['args'] of {name}"))
     num_classes = _num_classes(model, args)
     if dataset is None and tag:
-        from .pretrained import parse_tag
         dataset = parse_tag(tag).dataset  # ff_vit_micro.cls_fmnist -> fmnist
     dataset = cards.dataset_info(dataset) if dataset is not None else None
     if label_names is None and num_classes and dataset and len(dataset.get("label_names") or ()) == num_classes:
@@ -260,7 +248,6 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
     import torch
     from safetensors.torch import save_file
 
-    from . import cards
     cfg = make_config(model, tag=tag, dataset=dataset, metrics=metrics, config_name=config_name,
                       label_names=label_names, input_spec=input_spec, license=license, extra=extra)
     os.makedirs(save_dir, exist_ok=True)
@@ -287,7 +274,6 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
 # -- reading ------------------------------------------------------------------------------------------------------
 def read_config(path, source=None):
     """Read and validate a ``config.json``; an unknown model, task or format version is a clear error."""
-    from . import registry
     source = source or path
     try:
         with open(path) as f:
@@ -310,17 +296,18 @@ def read_config(path, source=None):
 
 
 def _safetensors_header(path, source):
-    """The header metadata of a safetensors file; an unreadable file (truncated, corrupted) is a ``HubError``."""
-    from safetensors import SafetensorError, safe_open
+    """The header metadata of the weights file of a published folder (``zoo.checkpoint`` reads it)."""
     if not os.path.isfile(path):
         raise HubError(f"{source}: no {WEIGHTS_NAME}; a published folder holds {', '.join(PUBLISHED_FILES)}")
+    return _from(source, checkpoint.safetensors_metadata, path)
+
+
+def _from(source, read, path):
+    """``read(path)``, its ``CheckpointError`` saying which published checkpoint the file belongs to."""
     try:
-        with safe_open(path, framework="pt") as f:
-            return f.metadata() or {}
-    except (SafetensorError, OSError, ValueError) as e:
-        raise HubError(f"{source}: {WEIGHTS_NAME} ({os.path.getsize(path)} bytes at {path}) is not a readable "
-                       f"safetensors file, the download is truncated or corrupted ({e}). Download it again "
-                       f"(zoo.load(..., force_download=True)) or delete the file.") from None
+        return read(path)
+    except CheckpointError as e:
+        raise type(e)(f"{source}: {e}") from None
 
 
 def _check_architecture(header, cfg, source):
@@ -353,46 +340,25 @@ def _check_sha(path, expected, source, what, digest=None):
     return digest
 
 
-def check_state_dict(model, state, source):
-    """Raise ``WeightsMismatchError`` listing every missing, unexpected and mis-shaped key."""
-    own = model.state_dict()
-    missing = sorted(k for k in own if k not in state)
-    unexpected = sorted(k for k in state if k not in own)
-    shapes = sorted(f"{k}: weights {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
-                    for k in state if k in own and tuple(state[k].shape) != tuple(own[k].shape))
-    if missing or unexpected or shapes:
-        name = getattr(model, "zoo_config", {}).get("name", type(model).__name__)
-        lines = [f"{source}: {WEIGHTS_NAME} does not fit {name}:"]
-        for label, keys in (("missing keys", missing), ("unexpected keys", unexpected), ("mis-shaped keys", shapes)):
-            if keys:
-                more = f" ... ({len(keys) - 20} more)" if len(keys) > 20 else ""
-                lines.append(f"  {label} ({len(keys)}): {', '.join(keys[:20])}{more}")
-        if any(k.startswith("head.") for k in missing + unexpected) or any(s.startswith("head.") for s in shapes):
-            lines.append("  The classifier head differs: load with the published num_classes, then call "
-                         "model.reset_classifier(n) to fine-tune for another number of classes.")
-        raise WeightsMismatchError("\n".join(lines))
-
-
 def load_weights(model, weights_path, cfg, source, expected_sha256=None, pin_name="the registry", digest=None):
     """Verify ``weights_path`` against ``cfg`` (and a pinned sha256), then load it strictly into ``model``."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
     header = _safetensors_header(weights_path, source)
     digest = _check_sha(weights_path, expected_sha256, source, pin_name, digest=digest)
     _check_architecture(header, cfg, source)
     _check_sha(weights_path, (cfg.get("weights") or {}).get("sha256"), source, CONFIG_NAME, digest=digest)
-    try:
-        state = load_file(weights_path, device="cpu")
-    except (SafetensorError, OSError) as e:
-        raise HubError(f"{source}: {WEIGHTS_NAME} could not be read ({e}); the file is corrupted") from None
-    check_state_dict(model, state, source)
-    model.load_state_dict(state, strict=True)
+    state, _ = _from(source, checkpoint.read_safetensors, weights_path)
+    hint = None
+    if any(k.startswith("head.") for k in set(state) ^ set(model.state_dict())) or any(
+            k.startswith("head.") and tuple(v.shape) != tuple(model.state_dict()[k].shape)
+            for k, v in state.items() if k in model.state_dict()):
+        hint = ("The classifier head differs: load with the published num_classes, then call "
+                "model.reset_classifier(n) to fine-tune for another number of classes.")
+    checkpoint.load_state_dict(model, state, weights_path, f"{checkpoint.SAFETENSORS} of {source}", hint=hint)
     return model
 
 
 def build_from_config(cfg, **overrides):
     """Rebuild the (randomly initialised) model a ``config.json`` describes; ``overrides`` change arguments."""
-    from . import registry
     model = registry.build(cfg["name"], task=cfg["task"], **{**cfg["args"], **overrides})
     model.pretrained_cfg = cfg  # timm-style: what the weights were trained on (input spec, labels, metrics)
     return model
@@ -416,23 +382,32 @@ def _endpoint(endpoint):
     return endpoint.rstrip("/") if endpoint else None
 
 
-def download(repo_id, filename, revision=None, *, cache_dir=None, endpoint=None, force_download=False,
-             local_files_only=None, token=None):
-    """Download one file of a Hub model repo through the huggingface_hub cache and return its local path.
+def fetch(repo_id, revision=None, files=(CONFIG_NAME, WEIGHTS_NAME), *, cache_dir=None, endpoint=None,
+          force_download=False, local_files_only=None, token=None):
+    """Download ``files`` of a Hub model repo at one commit through the huggingface_hub cache.
 
-    Offline (``local_files_only=True`` or ``HF_HUB_OFFLINE=1``) the cached file is returned, or a ``HubError`` says
-    it is not cached. Errors of the Hub client become ``HubError`` messages naming repo, revision and file.
+    ``huggingface_hub.snapshot_download(allow_patterns=files)`` resolves ``revision`` (default ``main``) to one
+    commit and fetches every file at that commit, so the files always belong together even if the branch moves.
+    Offline (``local_files_only=True`` or ``HF_HUB_OFFLINE=1``) the cached snapshot is used, or a ``HubError`` says
+    it is not cached. Errors of the Hub client become ``HubError`` messages naming repo, revision and files.
+
+    Returns:
+        ``(path of each file in files..., commit)``.
     """
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import (EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError,
-                                        RepositoryNotFoundError, RevisionNotFoundError)
+    from huggingface_hub import HfApi, snapshot_download
+    from huggingface_hub.errors import (HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError,
+                                        RevisionNotFoundError)
     offline = _env_true("HF_HUB_OFFLINE") if local_files_only is None else bool(local_files_only)
-    where = f"{repo_id}@{revision or 'main'}/{filename}"
+    where = f"{repo_id}@{revision or 'main'} ({', '.join(files)})"
     try:
         try:
-            return hf_hub_download(repo_id, filename, revision=revision, cache_dir=_cache_dir(cache_dir),
-                                   endpoint=_endpoint(endpoint), force_download=force_download,
-                                   local_files_only=offline, token=token)
+            if force_download and not offline:
+                # snapshot_download answers from the cache when the Hub refuses (a private repo without a token, an
+                # outage); a forced download must ask the Hub, so the repo and revision are checked first.
+                HfApi(endpoint=_endpoint(endpoint), token=token).repo_info(repo_id, revision=revision)
+            folder = snapshot_download(repo_id, revision=revision, allow_patterns=list(files),
+                                       cache_dir=_cache_dir(cache_dir), endpoint=_endpoint(endpoint),
+                                       force_download=force_download, local_files_only=offline, token=token)
         except ValueError as e:  # force_download wraps the Hub's answer: "Force download failed ..."
             if isinstance(e.__cause__, (HfHubHTTPError, LocalEntryNotFoundError)):
                 raise e.__cause__ from None
@@ -446,29 +421,16 @@ def download(repo_id, filename, revision=None, *, cache_dir=None, endpoint=None,
                        f"`hf auth login`).") from e
     except RevisionNotFoundError as e:
         raise HubError(f"Hub repo {repo_id!r} has no revision {revision!r}.") from e
-    except EntryNotFoundError as e:
-        raise HubError(f"Hub repo {repo_id!r} at {revision or 'main'} has no {filename}; a published folder holds "
-                       f"{', '.join(PUBLISHED_FILES)}.") from e
     except (HfHubHTTPError, OSError) as e:
         raise HubError(f"downloading {where} failed: {e}. Nothing was loaded; call again to retry.") from e
-
-
-def _commit_of(path, revision):
-    """The commit a cached snapshot path belongs to (``.../snapshots/<commit>/file``)."""
-    parent = os.path.basename(os.path.dirname(path))
-    return parent if _COMMIT_RE.match(parent) else revision
-
-
-def fetch(repo_id, revision=None, **hub_kwargs):
-    """Download ``config.json`` and ``model.safetensors`` of one commit; returns ``(config, weights, commit)``.
-
-    The weights are fetched at the commit ``config.json`` resolved to, so both files always come from the same
-    commit even if the branch moves in between.
-    """
-    config_path = download(repo_id, CONFIG_NAME, revision, **hub_kwargs)
-    commit = _commit_of(config_path, revision)
-    weights_path = download(repo_id, WEIGHTS_NAME, commit, **hub_kwargs)
-    return config_path, weights_path, commit
+    missing = [f for f in files if not os.path.isfile(os.path.join(folder, f))]
+    if missing and offline:
+        raise HubError(f"{where}: {', '.join(missing)} not in the local Hub cache ({folder}) and offline mode is on "
+                       f"(HF_HUB_OFFLINE / local_files_only); load it once with network access first.")
+    if missing:
+        raise HubError(f"Hub repo {repo_id!r} at {revision or 'main'} has no {', '.join(missing)}; a published "
+                       f"folder holds {', '.join(PUBLISHED_FILES)}.")
+    return (*(os.path.join(folder, f) for f in files), os.path.basename(folder))
 
 
 def _split_options(kwargs):
@@ -504,16 +466,15 @@ def load_published(name, **kwargs):
     model = build_from_config(cfg, **overrides)
     load_weights(model, weights_path, cfg, source)
     if cfg.get("pretrained_tag"):  # the same description as a registry tag gives (timm's pretrained_cfg)
-        from .pretrained import PretrainedCfg
         model.pretrained_cfg = {**cfg, **PretrainedCfg.from_published(cfg, revision=revision).to_dict()}
     return model
 
 
-def _cached_only(repo_id, filename, revision, hub_kwargs):
-    """The Hub cache's copy of a file, or ``None`` (never touches the network)."""
+def _cached_only(repo_id, revision, files, hub_kwargs):
+    """The Hub cache's copies of ``files`` at one commit (``fetch``'s answer), or ``None``; never uses the network."""
     opts = {k: v for k, v in hub_kwargs.items() if k in ("cache_dir", "endpoint", "token")}
     try:
-        return download(repo_id, filename, revision, local_files_only=True, **opts)
+        return fetch(repo_id, revision, files, local_files_only=True, **opts)
     except HubError:
         return None
 
@@ -529,14 +490,13 @@ def resolve_pretrained_files(entry, **hub_kwargs):
     folder = entry.bundled_dir
     if not force and os.path.isfile(os.path.join(folder, WEIGHTS_NAME)):
         return os.path.join(folder, CONFIG_NAME), os.path.join(folder, WEIGHTS_NAME), f"{tag} ({folder})"
+    files = (CONFIG_NAME, entry.file)
     if not force:
-        config_path = _cached_only(entry.hf_hub_id, CONFIG_NAME, entry.revision, hub_kwargs)
-        weights_path = config_path and _cached_only(entry.hf_hub_id, entry.file,
-                                                    _commit_of(config_path, entry.revision), hub_kwargs)
-        if weights_path:
-            return config_path, weights_path, f"{tag} (Hub cache of {entry.hf_hub_id})"
+        cached = _cached_only(entry.hf_hub_id, entry.revision, files, hub_kwargs)
+        if cached:
+            return cached[0], cached[1], f"{tag} (Hub cache of {entry.hf_hub_id})"
     try:
-        config_path, weights_path, commit = fetch(entry.hf_hub_id, entry.revision, **hub_kwargs)
+        config_path, weights_path, commit = fetch(entry.hf_hub_id, entry.revision, files, **hub_kwargs)
     except HubError as e:
         raise HubError(f"{tag}: not in this checkout ({folder}) nor in the Hub cache, and the download failed: {e}"
                        + ("" if entry.revision else " The checkpoint is not published on the Hub yet; it ships "
@@ -551,16 +511,15 @@ def load_pretrained_tag(model, entry, **hub_kwargs):
         model: The model ``zoo.load`` built for the tag's name and task.
         entry: A ``zoo.pretrained.PretrainedCfg``: the checkout folder, Hub repo (``hf_hub_id``, pinned
             ``revision``) and ``sha256`` of the weights, verified before anything else of the files is used.
-        **hub_kwargs: Download options (see ``download``).
+        **hub_kwargs: Download options (see ``fetch``).
 
     Returns:
         The model, weights loaded; ``model.pretrained_cfg`` is ``entry.to_dict()`` completed by its ``config.json``.
+        (Upstream entries, with a ``converter``, load through ``zoo.upstream.load_upstream``.)
     """
-    if entry.converter:  # upstream weights: downloaded, converted once, cached as safetensors (zoo.upstream)
-        from . import upstream
-        upstream.load_upstream(model, entry, **hub_kwargs)
-        model.pretrained_cfg = entry.to_dict()
-        return model
+    if entry.converter:
+        raise HubError(f"{entry.tag} holds upstream weights (converter {entry.converter!r}); they load through "
+                       f"zoo.upstream.load_upstream, not from a published folder")
     if not entry.sha256 or not _SHA256_RE.match(entry.sha256):
         raise HubError(f"registry entry of {entry.tag!r} needs the 64-digit sha256 of its weights "
                        f"(zoo.registry.PRETRAINED), got {entry.sha256!r}")
@@ -574,7 +533,6 @@ def load_pretrained_tag(model, entry, **hub_kwargs):
             f"{zc.get('name')} (task {zc.get('task')}); the registry entry points at the wrong files.")
     load_weights(model, weights_path, pub, source, digest=digest)
     # The entry's fields, completed by what the loaded config.json says (labels, input spec, metrics).
-    from .pretrained import PretrainedCfg
     published = PretrainedCfg.from_published({**pub, "pretrained_tag": entry.tag}).to_dict()
     model.pretrained_cfg = {**published, **{k: v for k, v in entry.to_dict().items() if v not in (None, {}, [], "")}}
     return model
@@ -605,101 +563,3 @@ def upload_folder_one_commit(folder, repo_id, *, revision=None, private=False, c
     info = api.create_commit(repo_id, operations=ops, revision=revision, repo_type="model",
                              commit_message=commit_message or f"Publish {repo_id}")
     return info.oid, info.commit_url
-
-
-# -- training checkpoints (local, for tools/publish.py) -------------------------------------------------------------
-_TENSOR_GLOBALS = {
-    ("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_parameter"),
-    ("torch._utils", "_rebuild_parameter_with_state"), ("collections", "OrderedDict"), ("torch", "Size"),
-}
-
-
-class _Inert:
-    """Placeholder for a class named in a checkpoint outside tensors (optimizer, message hub, config objects).
-
-    It is built without running any of the named class's code; its state is kept but never used.
-    """
-
-    def __init__(self, *args, **kwargs):
-        self._args = args
-
-    def __setstate__(self, state):
-        self._state = state
-
-    def __setitem__(self, key, value):
-        pass
-
-    def append(self, value):
-        pass
-
-    def extend(self, values):
-        pass
-
-
-class _InertUnpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        import torch
-        if (module, name) in _TENSOR_GLOBALS:
-            return super().find_class(module, name)
-        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
-            return getattr(torch, name)
-        # Anything else (os.system included) becomes an inert class: never imported, never called.
-        return type(f"Inert[{module}.{name}]", (_Inert,), {})
-
-
-_inert_pickle = types.ModuleType("zoo_inert_pickle")
-_inert_pickle.Unpickler = _InertUnpickler
-_inert_pickle.load = lambda f, **kw: _InertUnpickler(f, **kw).load()
-_inert_pickle.loads = lambda b, **kw: _InertUnpickler(io.BytesIO(b), **kw).load()
-
-
-def read_training_checkpoint(path):
-    """Read a local training checkpoint: ``(state_dict, meta)`` with optimizer and training state dropped.
-
-    Accepts a safetensors file, a plain ``torch.save``'d state dict (read with ``weights_only=True``), or an
-    mmengine checkpoint (``{'meta', 'state_dict', 'optimizer', 'message_hub', ...}``). mmengine pickles its own
-    objects (message hub, history buffers, numpy scalars), which ``weights_only=True`` refuses; such a file is
-    read with an inert unpickler: tensors and plain containers are rebuilt, every other class named in the file
-    is replaced by a placeholder without importing or calling it, so reading it runs no code from the file. Only
-    ``state_dict`` (tensors) and ``meta`` (plain values such as ``dataset_meta['classes']``) are returned.
-    """
-    import torch
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise HubError(f"checkpoint not found: {path}")
-    if path.endswith(".safetensors"):
-        from safetensors.torch import load_file
-        return load_file(path, device="cpu"), {}
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        # torch >= 2.6 refuses mmengine's pickled objects in weights_only mode; see the docstring.
-        ckpt = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_inert_pickle)
-    if not isinstance(ckpt, dict):
-        raise HubError(f"{path}: expected a dict checkpoint, got {type(ckpt).__name__}")
-    meta = ckpt.get("meta") if isinstance(ckpt.get("meta"), dict) else {}
-    state = ckpt.get("state_dict", ckpt)
-    if not isinstance(state, dict):
-        raise HubError(f"{path}: 'state_dict' is a {type(state).__name__}, not a dict of tensors")
-    tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
-    if not tensors:
-        raise HubError(f"{path}: no tensors found (top-level keys: {', '.join(map(str, list(ckpt)[:10]))})")
-    return tensors, meta
-
-
-def extract_model_state(state, model, source="checkpoint"):
-    """Keep the entries of a training wrapper's state dict that belong to ``model``.
-
-    The wrapper holds the zoo model as a submodule, so its keys are ``<prefix><model key>`` with one prefix (e.g.
-    ``model.``, ``zoo_model.``, ``module.model.``). The prefix is found as the one under which the keys of
-    ``model`` are exactly present; other entries (losses' buffers, EMA copies) are dropped.
-    """
-    own = set(model.state_dict())
-    if own <= set(state):
-        return {k: state[k] for k in own}
-    prefixes = {k[: len(k) - len(o)] for k in state for o in own if k.endswith("." + o)}
-    fits = sorted(p for p in prefixes if all(p + o in state for o in own))
-    if not fits:
-        check_state_dict(model, state, source)  # raises with the full list
-    prefix = min(fits, key=len)
-    return {o: state[prefix + o] for o in own}

@@ -1,4 +1,5 @@
-"""Model names, tasks, pretrained tags and the resolution of ``zoo.load``.
+"""Model names, tasks and pretrained tags, and building a model with random weights (``zoo.load``, in
+``zoo.factory``, adds weights).
 
 A model name is ``{mixer}_{arch}_{size}`` (e.g. ``ea_vit_base``), registered once per mixer x size; every name
 works with every task. A pretrained tag is ``{model}.{task}_{dataset}`` (e.g. ``ff_vit_micro.cls_fmnist``) and
@@ -183,66 +184,4 @@ def build(name, task="cls", **kwargs):
     model = module.build(name, task=task, mixer=info["mixer"], size=info["size"], **family, **kwargs)
     # Everything needed to rebuild this model, as plain JSON (written to config.json by ``zoo.hub``).
     model.zoo_config = dict(name=name, task=task, args=dict(kwargs))
-    return model
-
-
-def load(name, task=None, pretrained=False, checkpoint=None, checkpoint_options=None, **kwargs):
-    """Build a model for a task, optionally with weights.
-
-    Args:
-        name: A registered name (``ea_vit_base``), a pretrained tag (``ea_vit_micro.seg_scenes``), or a published
-            folder: ``hf-hub:org/name[@revision]`` or ``local-dir:/path``. Names are matched case-insensitively.
-        task: ``cls``, ``seg``, ``gen``, ``pcls`` or ``pseg`` (long aliases accepted); default ``cls`` for a name.
-            A tag or a published folder names its own task: another ``task`` is an error.
-        pretrained: Load the registry's weights for this task (``True``) or a tag; never falls back to random
-            weights. The checkout's ``pretrained/<tag>/`` folder is used first, then the Hub cache, then a download;
-            the sha256 of the entry is checked on every path.
-        checkpoint: A local weights file (zoo safetensors, or a foreign layout that ``zoo.convert`` recognises).
-        checkpoint_options: Options of ``zoo.convert.load_checkpoint``, e.g. ``dict(drop_head=True)`` to keep a
-            fresh head for another ``num_classes``, ``dict(drop_distillation=True)`` for distilled DeiT weights.
-        **kwargs: Task arguments, e.g. ``num_classes``, ``img_size``, ``in_chans``, ``patch_size``; and download
-            options (``cache_dir``, ``force_download``, ``local_files_only``, ``endpoint``, ``token``).
-
-    Returns:
-        The ``nn.Module`` for the task (in train mode, as torch modules start). With weights from a tag or a
-        published folder, ``model.pretrained_cfg`` describes them (input spec, labels, dataset, metrics, source).
-    """
-    task = resolve_task(task.lower() if isinstance(task, str) else task) if task is not None else None
-    if name.startswith(("hf-hub:", "local-dir:")):
-        from . import hub
-        model = hub.load_published(name, **kwargs)
-        if task is not None and model.zoo_config["task"] != task:
-            raise ValueError(f"{name} is a {model.zoo_config['task']} checkpoint, not {task}: drop task={task!r} "
-                             f"(a published folder names its own task)")
-        return model
-    if _pretrained.looks_like_tag(name):  # a pretrained tag names its task: ff_vit_micro.cls_fmnist -> cls
-        if pretrained not in (False, True):
-            raise ValueError(f"{name!r} is already a tag; do not also pass pretrained={pretrained!r}")
-        parsed = _pretrained.parse_tag(name)
-        if task is not None and resolve_task(parsed.task) != task:
-            raise ValueError(f"tag {name!r} holds {parsed.task} weights, not {task}: drop task={task!r} or pick a "
-                             f"{task} tag ({', '.join(list_pretrained(f'{parsed.model}.*', task=task)) or 'none'})")
-        pretrained = str(pretrained_cfg(name).tag)
-    elif pretrained is True:  # resolve the tag before building, so a missing one fails fast
-        pretrained = find_pretrained(canonical_name(name), task or "cls")
-    elif pretrained:
-        pretrained = pretrained_cfg(pretrained).tag
-    entry = None
-    if pretrained:
-        entry = PRETRAINED[pretrained]
-        parsed = _pretrained.parse_tag(pretrained)
-        if task is not None and resolve_task(parsed.task) != task:
-            raise ValueError(f"pretrained={pretrained!r} holds {parsed.task} weights, not {task}")
-        name, task = parsed.model, resolve_task(parsed.task)
-        from . import hub
-        # Download options (cache_dir, force_download, ...) go to the hub; the tag's architecture arguments
-        # (e.g. num_classes=10, img_size=28, in_chans=1 for Fashion-MNIST) are the defaults of the build.
-        hub_kwargs = {k: kwargs.pop(k) for k in hub.DOWNLOAD_OPTIONS if k in kwargs}
-        kwargs = {**entry.args, **kwargs}
-    model = build(canonical_name(name), task=task or "cls", **kwargs)
-    if entry is not None:
-        hub.load_pretrained_tag(model, entry, **hub_kwargs)
-    if checkpoint is not None:
-        from . import convert
-        convert.load_checkpoint(model, checkpoint, **(checkpoint_options or {}))
     return model

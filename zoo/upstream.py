@@ -3,7 +3,7 @@
 A pretrained entry is upstream when it names a ``converter`` (a layout of ``zoo.convert.CONVERTERS``). Its source
 is a plain ``url`` (a GitHub release, ``download.openmmlab.com``, a file committed to a GitHub repository), or else
 the file ``file`` of the Hub repo ``hf_hub_id`` at ``revision`` (timm's DeiT repos), fetched through
-``huggingface_hub`` and its cache (``zoo.hub.download``).
+``huggingface_hub`` and its cache (``zoo.hub.fetch``).
 
 Plain URLs are downloaded into the folder ``zoo`` next to the Hub cache (``~/.cache/huggingface/zoo`` by default;
 the sibling of ``HF_HUB_CACHE``, or of an explicit ``cache_dir``, which names a Hub cache as for ``zoo.hub``)::
@@ -29,7 +29,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from . import convert
+from . import convert, hub
+from .checkpoint import CheckpointError
 
 # torch.hub's convention: the part of the file name after the last "-" and before the extension is a sha256 prefix
 # (at least 8 hex digits here, so that words such as "-base." do not read as one).
@@ -38,7 +39,7 @@ CHUNK = 1 << 20
 FORMAT = 1  # version of the converted-cache layout; bump to invalidate every cached conversion
 
 
-class UpstreamError(RuntimeError):
+class UpstreamError(CheckpointError):
     """An upstream file could not be fetched, or is not the file the entry names (URL, cache path and cause)."""
 
 
@@ -188,9 +189,8 @@ def fetch_source(entry, *, cache_dir=None, endpoint=None, force_download=False, 
     if url:
         return download_url(url, cache_dir=cache_dir, sha256=_field(entry, "sha256"), force_download=force_download,
                             local_files_only=local_files_only)
-    from . import hub
     repo, file = _field(entry, "hf_hub_id"), _field(entry, "file", "model.safetensors")
-    path = hub.download(repo, file, _field(entry, "revision"), cache_dir=cache_dir, endpoint=endpoint,
+    path, _ = hub.fetch(repo, _field(entry, "revision"), (file,), cache_dir=cache_dir, endpoint=endpoint,
                         force_download=force_download, local_files_only=_offline(local_files_only), token=token)
     _check_sha(path, expected_sha256(file, _field(entry, "sha256")), source_of(entry),
                advice="Download it again with force_download=True.")
