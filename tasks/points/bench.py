@@ -2,8 +2,9 @@
 
 For every mixer, ``pcls`` and ``pseg`` models at 1024 and 2048 points (grouping stages N/2 and N/4, k = 32):
 shapes/s of inference (eval mode, no gradients), the time of the tokenizer, and the time of the grouping step
-alone (farthest point sampling + kNN + gather of both stages, no MLPs). ``profile_grouping`` prints the
-torch.profiler table of the grouping step.
+alone (farthest point sampling + kNN + gather of both stages, no MLPs), and the row's own peak memory
+(``zoo.cpu.PeakMemory``: what building and running that model added, not the process maximum). ``profile_grouping``
+prints the torch.profiler table of the grouping step.
 
     python -m tasks.points.bench            # quick: micro models, batch 8, one timed batch
 """
@@ -12,6 +13,7 @@ import time
 import torch
 
 import zoo
+from zoo.cpu import PeakMemory
 from zoo.layers import points as P
 from zoo.mixers import MIXERS
 
@@ -45,13 +47,6 @@ def grouping(xyz, stages=None, k=32):
     return xyz
 
 
-def _peak_mb(device):
-    if device == "cuda":
-        return round(torch.cuda.max_memory_allocated() / 2 ** 20, 1)
-    import resource
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # process-wide peak RSS
-
-
 @torch.no_grad()
 def run(quick=True, mixers=tuple(MIXERS), points=POINTS):
     """Rows for every mixer x task x point count.
@@ -71,15 +66,15 @@ def run(quick=True, mixers=tuple(MIXERS), points=POINTS):
         for mixer in mixers:
             for task in ("pcls", "pseg"):
                 name = f"{mixer}_vit_{size}"
-                model = zoo.load(name, task=task, num_points=n).to(device).eval()
-                if device == "cuda":
-                    torch.cuda.reset_peak_memory_stats()
-                dt = _timed((lambda: model(x)) if task == "pcls" else (lambda: model(x, cat)), reps, device)
+                with PeakMemory(device) as mem:
+                    model = zoo.load(name, task=task, num_points=n).to(device).eval()
+                    dt = _timed((lambda: model(x)) if task == "pcls" else (lambda: model(x, cat)), reps, device)
                 t_tok = _timed(lambda: model.tokenizer(x), reps, device)
                 rows.append({"task": task, "model": name, "input": f"{n} points, batch {batch}", "device": device,
                              "tokens": model.num_tokens, "shapes/s": round(batch / dt, 1),
                              "tokenizer ms": round(1000 * t_tok, 1), "grouping ms": round(1000 * t_group, 1),
-                             "peak MB": _peak_mb(device)})
+                             "peak MB": mem.mb})
+                del model
     return rows
 
 

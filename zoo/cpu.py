@@ -1,0 +1,147 @@
+"""CPU facts for the tools (imports only torch): native bfloat16 or not (``tools/train.py --amp``,
+``tools/benchmark.py --fast``), and one row's peak memory (``PeakMemory``; the benchmarks' per-row ``peak MB``).
+
+bf16 autocast pays off on a CPU only where the matrix units take bf16 directly: x86 with AVX512-BF16 (``vdpbf16ps``,
+Intel Cooper Lake / Sapphire Rapids and later, AMD Zen 4 and later) or AMX-BF16 (Intel Sapphire Rapids and later),
+and Arm with the BF16 extension. Without them oneDNN converts bf16 to float32 around every GEMM, and the bf16 path is
+much slower than plain float32 (7x for ``*_vit_small`` classification on a 2-core AVX2 AMD EPYC, torch 2.13, issue
+13; docs/BENCHMARKS.md, "bf16 on a CPU without native bf16"). torch's own ``get_cpu_capability()`` names only the
+vector ISA ("AVX2", "AVX512", ...), not bf16, so the answer combines it with torch's private per-feature checks and
+the kernel's CPU flags.
+"""
+import ctypes
+import functools
+import gc
+import os
+import platform
+
+import torch
+
+# What the bf16 path costs where it is emulated (the warnings quote it; measured, see the module docstring).
+EMULATED_BF16_SLOWDOWN = "about 7x slower (sa_vit_small, batch 8, 224 px, 2-core AVX2 AMD EPYC, torch 2.13)"
+
+# /proc/cpuinfo flags that mean native bf16 matrix arithmetic (x86 "flags", aarch64 "Features").
+BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
+
+
+def cpu_flags(path="/proc/cpuinfo"):
+    """The first processor's flag set from ``/proc/cpuinfo`` (empty where unreadable, e.g. not Linux)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip().lower() in ("flags", "features"):
+                    return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def _torch_says_bf16():
+    """torch's private checks (``torch.cpu._is_avx512_bf16_supported`` / ``_is_amx_tile_supported``), or None."""
+    answers = []
+    for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
+        fn = getattr(torch.cpu, name, None)
+        if fn is not None:
+            try:
+                answers.append(bool(fn()))
+            except (RuntimeError, AttributeError):
+                pass
+    return any(answers) if answers else None
+
+
+@functools.lru_cache(maxsize=None)
+def bf16_support():
+    """``(native, reason)``: whether this CPU runs bf16 matmuls natively, and a one-line reason naming the evidence.
+
+    Native when torch's checks (AVX512-BF16 or AMX tiles) or the kernel's CPU flags (``avx512_bf16``, ``amx_bf16``;
+    aarch64 ``bf16``) say so. Cached; tests patch ``cpu_flags`` / ``_torch_says_bf16`` and call
+    ``bf16_support.cache_clear()``.
+    """
+    capability = torch.backends.cpu.get_cpu_capability()
+    flags = cpu_flags()
+    found = sorted(f for f in BF16_FLAGS if f in flags)
+    if platform.machine().lower() not in ("aarch64", "arm64"):
+        found = [f for f in found if f != "bf16"]  # "bf16" alone is an Arm feature name
+    by_torch = _torch_says_bf16()
+    cpu = f"torch CPU capability {capability}"
+    if found or by_torch:
+        evidence = ", ".join(found) if found else "torch.cpu AVX512-BF16/AMX check"
+        return True, f"native bf16 ({evidence}; {cpu})"
+    return False, (f"no native bf16 on this CPU ({cpu}; no avx512_bf16 / amx_bf16 in the CPU flags): bf16 runs "
+                   f"emulated through float32 conversions")
+
+
+def has_native_bf16():
+    """True where bf16 autocast can be faster than float32 on this CPU (see ``bf16_support``)."""
+    return bf16_support()[0]
+
+
+# -- one row's peak memory ------------------------------------------------------------------------------------------
+def _status_mb(keys=("VmHWM", "VmRSS")):
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, val = line.partition(":")
+            if key in keys:
+                out[key] = int(val.split()[0]) / 1024
+    return out
+
+
+def _trim():
+    """Give the allocator's free memory back to the system (glibc ``malloc_trim``), so RSS is the live set."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def peak_rss_resettable():
+    """True where the process peak RSS can be reset (Linux ``/proc/self/clear_refs``, writing ``5``)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class PeakMemory:
+    """Peak memory of one benchmark row, measured for that row alone (not the process maximum).
+
+    ``with PeakMemory(device) as pm: <build the model, run it>`` then ``pm.mb``: on CUDA the growth of
+    ``torch.cuda.max_memory_allocated`` over what was allocated at entry (the peak is reset at entry); on CPU the
+    growth of the peak resident set (``VmHWM``, reset at entry through ``/proc/self/clear_refs``) over the resident
+    set at entry, after garbage collection and ``malloc_trim`` returned the previous rows' freed memory. So a row
+    counts what it allocates inside the block (weights built there, activations, workspace), and a small row after a
+    big one reports a small number. ``mb`` is None where neither is available (``how`` says so).
+    """
+
+    def __init__(self, device="cpu"):
+        self.device = str(device)
+        self.mb = None
+        self.how = None
+
+    def __enter__(self):
+        gc.collect()
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self._before = torch.cuda.memory_allocated()
+            self.how = "CUDA max allocated, growth in the row"
+        elif os.path.exists("/proc/self/status") and peak_rss_resettable():
+            _trim()
+            self._before = _status_mb()["VmRSS"]
+            peak_rss_resettable()  # reset VmHWM to the current RSS
+            self.how = "peak RSS growth in the row (VmHWM reset)"
+        else:
+            self.how = "unavailable (no /proc/self/clear_refs)"
+        return self
+
+    def __exit__(self, *exc):
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+            self.mb = round((torch.cuda.max_memory_allocated() - self._before) / 2 ** 20, 1)
+        elif self.how.startswith("peak RSS"):
+            self.mb = round(_status_mb()["VmHWM"] - self._before, 1)
+        return False
