@@ -94,6 +94,11 @@ def test_train_resume_test_and_sample(fmnist_root, tmp_path, capsys):
                       "--cfg-options", "model.z_dim=16"])
     img = Image.open(out)
     assert img.size == (3 * 34 + 2, 2 * 34 + 2) and img.mode == "L"
+    # ... and from --model with the same training checkpoint: the GAN's weights are taken from it, the same grid
+    out2 = tmp_path / "grid_model.png"
+    _tool("sample").main(["--model", "effa_vit_micro", "--checkpoint", str(work / "iter_4.pth"), "--img-size", "32",
+                          "--out-chans", "1", "--z-dim", "16", "--n", "6", "--nrow", "3", "--out", str(out2)])
+    assert np.array_equal(np.asarray(Image.open(out2)), np.asarray(img))
 
 
 @pytest.mark.slow

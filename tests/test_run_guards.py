@@ -51,11 +51,25 @@ def test_checkpoint_of_another_mixer_fails_naming_keys(ea_checkpoint, tmp_path):
         test_tool.main([_config("sa"), ckpt, "--work-dir", str(tmp_path / "wd"), "--cfg-options", *_opts(root)])
     msg = str(e.value)
     assert f"checkpoint {ckpt}" in msg and "does not fit the config's model (sa_vit_micro)" in msg
-    assert "missing keys:" in msg and "unexpected keys:" in msg
-    missing, unexpected = msg.split("missing keys:")[1].split("unexpected keys:")
+    assert "mmengine training checkpoint" in msg  # the format it was read as
+    assert "missing keys (" in msg and "unexpected keys (" in msg
+    missing, unexpected = msg.split("missing keys (")[1].split("unexpected keys (")
     assert ".mixer.qkv.weight" in missing  # sa's projection, absent from the ea checkpoint
     assert ".mixer.linear_0.weight" in unexpected  # ea's memory unit, which sa does not have
     assert "evaluate it with the config it was trained with" in msg
+
+
+def test_training_checkpoint_loads_with_zoo_load(ea_checkpoint):
+    """What tools/train.py wrote (``model.`` + the zoo model's keys, optimizer, message hub) loads by name."""
+    import zoo
+    _, ckpt = ea_checkpoint
+    trained = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]  # written by this test module
+    model = zoo.load("ea_vit_micro", task="pcls", num_classes=3, checkpoint=ckpt)
+    own = model.state_dict()
+    assert all(torch.equal(v, trained[f"model.{k}"]) for k, v in own.items())
+    with pytest.raises(zoo.CheckpointError, match=rf"checkpoint {ckpt} \(mmengine training checkpoint, zoo layout\) "
+                                                  r"does not fit sa_vit_micro:\n  missing keys \(\d+\): "):
+        zoo.load("sa_vit_micro", task="pcls", num_classes=3, checkpoint=ckpt)
 
 
 def test_checkpoint_of_its_own_config_still_evaluates(ea_checkpoint, tmp_path):

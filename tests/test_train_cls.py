@@ -291,6 +291,10 @@ def test_train_then_test_end_to_end(tmp_path):
     x = (torch.from_numpy(images).float()[:, None] - 128.0) / 64.0
     with torch.no_grad():
         logits = net(x)
+    # zoo.load takes the training checkpoint itself (the zoo model's part of ZooClassifier, training state dropped).
+    loaded = zoo.load("ea_vit_micro", num_classes=10, img_size=28, in_chans=1, patch_size=4, checkpoint=ckpt).eval()
+    with torch.no_grad():
+        assert torch.equal(loaded(x), logits)
     top1 = 100.0 * (logits.argmax(1).numpy() == labels).mean()
     ranks = (logits > logits[torch.arange(len(labels)), torch.from_numpy(labels).long()][:, None]).sum(1)
     top5 = 100.0 * (ranks < 5).float().mean().item()

@@ -4,6 +4,9 @@ Or from a zoo model (random weights unless ``--checkpoint`` or a pretrained tag 
 
     python tools/sample.py --model ea_vit_micro --img-size 32 --out-chans 1 [--checkpoint model.safetensors]
 
+``--checkpoint`` takes a zoo safetensors file or a checkpoint ``tools/train.py`` wrote (``work_dir/iter_N.pth``:
+the GAN's weights are taken from it by ``zoo.load``; the architecture flags must match the training config).
+
 ``--seed`` makes the grid reproducible (the same seed draws the same latents on any machine).
 """
 import argparse
@@ -55,8 +58,11 @@ def load_gan(args):
             load_checkpoint(model, args.checkpoint_pos, map_location="cpu", strict=True)
         return model.zoo_model
     import zoo
-    return zoo.load(args.model, task="gen", checkpoint=args.checkpoint, img_size=args.img_size,
-                    out_chans=args.out_chans, z_dim=args.z_dim)
+    try:
+        return zoo.load(args.model, task="gen", checkpoint=args.checkpoint, img_size=args.img_size,
+                        out_chans=args.out_chans, z_dim=args.z_dim)
+    except (zoo.CheckpointError, FileNotFoundError) as e:
+        raise SystemExit(f"tools/sample.py: error: {e}") from None
 
 
 def _dict_action():
@@ -69,7 +75,7 @@ def main(argv=None):
     ap.add_argument("config", nargs="?", help="a gen config (with CHECKPOINT from tools/train.py)")
     ap.add_argument("checkpoint_pos", nargs="?", metavar="CHECKPOINT", help="mmengine checkpoint of that config")
     ap.add_argument("--model", help="zoo name, pretrained tag or published folder (instead of CONFIG)")
-    ap.add_argument("--checkpoint", help="weights file for --model")
+    ap.add_argument("--checkpoint", help="weights file for --model (safetensors, or a tools/train.py checkpoint)")
     ap.add_argument("--img-size", type=int, default=32)
     ap.add_argument("--out-chans", type=int, default=3)
     ap.add_argument("--z-dim", type=int, default=128)

@@ -9,8 +9,9 @@ sa_vit_base.seg_ade20k``.
 A thin script over ``mmengine.runner.Runner`` in the style of mmsegmentation's ``tools/test.py``. ``--tta`` swaps in
 the config's ``tta_pipeline`` and wraps ``model`` in its ``tta_model``, as mmsegmentation does.
 
-The checkpoint is loaded strictly (``tasks.common.checkpoint.load_strict``; mmengine's ``load_from`` is not): one of
-another mixer, size or task stops with the missing and unexpected keys instead of scoring a half-random model. A
+The checkpoint is read and checked by the zoo's one checkpoint layer (``tasks.common.checkpoint.load_strict`` over
+``zoo.checkpoint``; mmengine's ``load_from`` is not strict): one of another mixer, size or task stops with the
+missing and unexpected keys instead of scoring a half-random model. A
 missing checkpoint or ``--json-out`` folder stops before anything is built.
 """
 import argparse
@@ -24,7 +25,7 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # the repo 
 import tasks.common as common  # noqa: E402  (registers the CPU DDP wrapper, safe loader, progress hook)
 from tasks.common import cli  # noqa: E402
 from tasks.common.checkpoint import load_strict  # noqa: E402
-from zoo.convert import CheckpointError  # noqa: E402
+from zoo import CheckpointError  # noqa: E402
 
 
 def parse_args(argv=None):
