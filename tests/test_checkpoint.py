@@ -196,7 +196,7 @@ def test_training_checkpoint_of_another_task_says_how_to_export(tmp_path):
         zoo.load("ea_vit_micro", task="gen", img_size=16, out_chans=1, z_dim=8, checkpoint=path)
     msg = str(err.value)
     assert len(msg.splitlines()) == 1 and f"{path} (mmengine training checkpoint)" in msg
-    assert "keys start with classifier." in msg and "tools/publish.py --no-upload --out DIR" in msg
+    assert "keys start with classifier." in msg and f"tools/publish.py --config CFG --checkpoint {path}" in msg and "--no-upload --out DIR" in msg
 
 
 def test_training_checkpoint_reads_without_mmengine(tmp_path, monkeypatch):

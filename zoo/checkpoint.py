@@ -318,8 +318,9 @@ def model_state(checkpoint, model):
         raise ArchitectureMismatchError(
             f"cannot load checkpoint {checkpoint.where()} into {_model_name(model)}: none of its weights belong to "
             f"this model (its keys start with {', '.join(tops[:6])}); it was trained for another task or model. "
-            f"Load it with the name and task it was trained with, or export its model with tools/publish.py "
-            f"--no-upload --out DIR and load local-dir:DIR.")
+            f"Load it with the name and task it was trained with, or export its model with tools/publish.py --config "
+            f"CFG --checkpoint {checkpoint.path} --repo-id ORG/NAME --metrics METRICS.json --dataset KEY --no-upload "
+            f"--out DIR and load local-dir:DIR.")
     prefix = max(sorted(counts), key=lambda p: (counts[p], -len(p)))
     if prefix:
         return {k[len(prefix):]: v for k, v in checkpoint.state.items() if k.startswith(prefix)}
