@@ -140,6 +140,17 @@ def test_mismatch_lists_a_few_keys_of_each_kind_with_counts(tmp_path):
     assert f"unexpected keys ({len(unexpected)}): {unexpected[0]}" in msg
 
 
+def test_weights_of_another_architecture_are_named(tmp_path):
+    zoo.save_pretrained(micro("sa"), tmp_path / "sa")  # its safetensors header names the model and task
+    path = tmp_path / "sa" / "model.safetensors"
+    with pytest.raises(hub.ArchitectureMismatchError) as err:
+        zoo.load("ea_vit_micro", **MICRO, checkpoint=path)
+    msg = str(err.value)
+    assert msg.startswith(f"{path} (safetensors) holds weights of sa_vit_micro (task cls), not of ea_vit_micro (task "
+                          f"cls); load it with zoo.load('sa_vit_micro', task='cls', ...).")
+    assert "missing keys (" in msg and "unexpected keys (" in msg
+
+
 def test_shapes_are_listed(tmp_path):
     path = tmp_path / "w.pth"
     torch.save(micro().state_dict(), path)
@@ -196,7 +207,8 @@ def test_training_checkpoint_of_another_task_says_how_to_export(tmp_path):
         zoo.load("ea_vit_micro", task="gen", img_size=16, out_chans=1, z_dim=8, checkpoint=path)
     msg = str(err.value)
     assert len(msg.splitlines()) == 1 and f"{path} (mmengine training checkpoint)" in msg
-    assert "keys start with classifier." in msg and f"tools/publish.py --config CFG --checkpoint {path}" in msg and "--no-upload --out DIR" in msg
+    assert "keys start with classifier." in msg and f"tools/publish.py --config CFG --checkpoint {path}" in msg
+    assert "--no-upload --out DIR" in msg
 
 
 def test_training_checkpoint_reads_without_mmengine(tmp_path, monkeypatch):

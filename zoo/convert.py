@@ -54,7 +54,6 @@ model. Any missing, unexpected or wrongly shaped key raises ``zoo.checkpoint.Che
 here) naming the file, the format and layout it was read as, and the keys. A head of
 another size is dropped only when ``drop_head=True``; the model keeps its freshly initialised head.
 """
-import os
 import re
 
 import torch
@@ -436,7 +435,16 @@ def load_checkpoint(model, checkpoint, drop_head=False, drop_distillation=False,
     sd = ckpt.model_state(read, model) if read.training else read.state
     found, sd = convert_state_dict(sd, model, drop_distillation=drop_distillation, layout=layout,
                                    source=read.where())
-    ckpt.load_state_dict(model, dict(sd), read.path, f"{read.format}, {found} layout", drop_head=drop_head)
+    try:
+        ckpt.load_state_dict(model, dict(sd), read.path, f"{read.format}, {found} layout", drop_head=drop_head)
+    except ckpt.WeightsMismatchError as e:
+        written = (read.meta.get("zoo_name"), read.meta.get("zoo_task"))  # the header zoo.save_pretrained writes
+        zc = getattr(model, "zoo_config", {})
+        if written[0] and written != (zc.get("name"), zc.get("task")):
+            raise ckpt.ArchitectureMismatchError(
+                f"{read.where()} holds weights of {written[0]} (task {written[1]}), not of {zc.get('name')} (task "
+                f"{zc.get('task')}); load it with zoo.load({written[0]!r}, task={written[1]!r}, ...).\n{e}") from None
+        raise
     return model
 
 
