@@ -229,3 +229,18 @@ def test_torch_file_with_argparse_args_and_a_prefix(tmp_path):
     torch.save({"model": {f"module.{k}": v for k, v in model.state_dict().items()},
                 "args": argparse.Namespace(lr=1e-3), "epoch": 3}, path)
     assert torch.equal(outputs(zoo.load("ff_vit_micro", checkpoint=path, **MICRO)), outputs(model))
+
+
+def test_pretrained_weights_into_a_runner_model_are_checked_strictly():
+    """``tools/test.py --pretrained`` copies zoo weights into the Runner's model through the same strict check."""
+    from types import SimpleNamespace
+
+    import tasks.cls  # noqa: F401
+    from tasks.common.evaluate import load_zoo_weights
+    runner = SimpleNamespace(model=tasks.cls.ZooClassifier("sa_vit_micro", **MICRO))
+    with pytest.raises(hub.WeightsMismatchError, match=r"checkpoint --pretrained x \(zoo model\) does not fit "
+                                                       r"sa_vit_micro:\n  missing keys \(\d+\): blocks.0.mixer.qkv"):
+        load_zoo_weights(runner, micro("ea"), source="--pretrained x")
+    weights = micro("sa", seed=3)
+    load_zoo_weights(runner, weights)
+    assert torch.equal(outputs(runner.model.zoo_model), outputs(weights))

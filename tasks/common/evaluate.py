@@ -78,20 +78,15 @@ def build_runner(config, weights, work_dir=None, max_samples=None, cfg_options=N
 
 def load_zoo_weights(runner, model, source="weights"):
     """Copy the weights of a zoo ``model`` strictly into the zoo model inside ``runner.model`` (DDP and TTA
-    wrappers are looked through); a mismatch names the missing, unexpected and mis-shaped keys."""
+    wrappers are looked through); a mismatch is ``zoo.checkpoint``'s ``WeightsMismatchError`` naming the missing,
+    unexpected and mis-shaped keys."""
+    from zoo import checkpoint
     target = runner.model
     while not hasattr(target, "zoo_model") and hasattr(target, "module"):
         target = target.module
     if not hasattr(target, "zoo_model"):
         raise ValueError(f"{type(runner.model).__name__} exposes no zoo_model to load {source}")
-    zoo_model = target.zoo_model
-    own, given = zoo_model.state_dict(), model.state_dict()
-    missing, unexpected = sorted(set(own) - set(given)), sorted(set(given) - set(own))
-    shapes = [k for k in own if k in given and own[k].shape != given[k].shape]
-    if missing or unexpected or shapes:
-        raise ValueError(f"{source}: the weights do not fit: missing {missing[:10]}, unexpected {unexpected[:10]}, "
-                         f"mis-shaped {shapes[:10]}")
-    zoo_model.load_state_dict(given, strict=True)
+    checkpoint.load_state_dict(target.zoo_model, dict(model.state_dict()), source, "zoo model")
 
 
 def evaluate(config, weights, work_dir=None, max_samples=None, cfg_options=None):
