@@ -174,3 +174,17 @@ def test_mixer_metadata_lives_on_the_class():
         info = mixers.info(code)
         assert info == {k: getattr(cls, k, None) for k in mixers.INFO_FIELDS}
         assert info["paper"] and info["citation"], code
+
+
+def test_seg_config_reads_the_recipe_of_zoo_load():
+    """configs/seg/_base_/models/upernet_zoo-vit.py takes its model from zoo.heads.seg.model_cfg (the recipe
+    zoo.load builds), so the two cannot diverge; a re-typed copy of the recipe in the config fails here."""
+    pytest.importorskip("mmseg")
+    from zoo.heads.seg import model_cfg
+    path = os.path.join(ROOT, "configs/seg/_base_/models/upernet_zoo-vit.py")
+    assert re.search(r"^model = model_cfg\(", open(path).read(), re.M)
+    cfg = _config("configs/seg/_base_/models/upernet_zoo-vit.py")
+    expected = model_cfg("sa_vit_base", num_classes=150, img_size=512, patch_size=16, drop_path_rate=0.1).to_dict()
+    expected["backbone"]["checkpoint"] = None
+    assert cfg.model.to_dict() == expected
+    assert cfg.data_preprocessor.to_dict() == expected["data_preprocessor"]
