@@ -4,6 +4,13 @@
     python tools/benchmark.py --timm-python /work/timm-venv/bin/python --fast   # + timm comparison, bf16 path
     python tools/benchmark.py --tasks                            # + every tasks/<task>/bench.py:run(quick)
     python tools/benchmark.py --quick                            # a short smoke run
+    python tools/benchmark.py --only seg                         # segmentation end to end (slow: ~30 min, 2 cores)
+    python tools/benchmark.py --only seg-heads                   # neck + decode head alone at 1024 px
+
+Timings use ``torch.utils.benchmark.Timer`` (``blocked_autorange``: medians of blocks of calls; one timed call
+when a single call is slower than ``--min-run-time``), except the rounds that interleave several models or token
+counts so that load on a shared machine hits them alike. The machine line (CPU model, AVX2 / AVX-512 / bf16 flags,
+torch) is printed and stored with the results.
 
 What is measured (all forward passes in ``torch.inference_mode``, float32 unless stated, on CPU):
 
@@ -19,7 +26,19 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   the zoo models so that load on a shared machine hits both alike. The worker also times the zoo models under the
   worker's torch, so the comparison is shown both across and within one torch build.
 - **fast path** (``--fast``): the zoo classifiers under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (bf16
-  matmuls; LayerNorm / softmax stay float32), and with ``--compile`` also ``torch.compile``.
+  matmuls; LayerNorm / softmax stay float32), and with ``--compile`` also ``torch.compile``. Only on a CPU with
+  native bf16 (``zoo.cpu.bf16_support``: AVX512-BF16 or AMX); elsewhere the bf16 rows are skipped with the reason
+  printed (emulated bf16 is several times slower than float32).
+- **seg end to end** (``--only seg``): for each mixer, the ``*_vit_tiny`` segmentor (``zoo.load(task="seg")``, 150
+  classes, 512 crop) with UPerNet and with the light head (``decode_head="segformer"``) on one image at 512, 1024
+  and 2048 pixels (1k, 4k, 16k tokens): inference (no grad; ``ff`` slides its 512 window) and one training step
+  (forward + backward + AdamW step, batch ``--seg-train-batch`` = 2, the configs' images per GPU; UPerNet's
+  pooling BN needs more than one image; ``ff`` trains at its crop only). Each (head, size, mixer, mode) runs in a
+  fresh process; its peak memory is the growth of the peak RSS during the first call (``zoo.cpu.PeakMemory``), and
+  the time is measured after that call. Rows whose time or memory, extrapolated from the smaller sizes of the same
+  row, exceed ``--seg-max-seconds`` or the available memory are skipped with the estimate printed.
+- **seg heads** (``--only seg-heads``): neck + decode head alone on four random ``*_vit_tiny`` maps of a 1024-pixel
+  image, for UPerNet and the light-head candidates (how the light head was chosen).
 - **tasks** (``--tasks``): rows returned by ``tasks/<task>/bench.py:run(quick)`` for every task that has one.
 
 Targets checked at the end (ratios measured in this one run): ``ea`` and ``effa`` time(16384) / time(1024) <= 18
@@ -32,7 +51,6 @@ import gc
 import importlib
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -50,18 +68,25 @@ TIMM_NAMES = {"sa_vit_small": "vit_small_patch16_224", "sa_vit_base": "vit_base_
 
 
 # -- timing ---------------------------------------------------------------------------------------------------------
-def time_call(fn, runs, max_seconds=30.0, warmup=1):
-    """Median wall time of ``fn()`` over ``runs`` calls after ``warmup`` calls (at least 3 calls, fewer than ``runs``
-    only when they take longer than ``max_seconds`` in all). Returns (median seconds, list of times)."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    start = time.perf_counter()
-    while len(times) < runs and (len(times) < 3 or time.perf_counter() - start < max_seconds):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), times
+def timer_median(fn, min_run_time=1.0, first_s=None):
+    """Median seconds per call of ``fn()`` and the per-call times, by ``torch.utils.benchmark.Timer``.
+
+    ``blocked_autorange(min_run_time)``: blocks of calls until ``min_run_time`` is spent (its block-size estimate
+    is a warm-up). When the caller already made a warm-up call that took ``first_s >= min_run_time``, one more
+    timed call is the measurement (``timeit(1)``), so a minute-long training step is not run three times.
+    """
+    from torch.utils import benchmark
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    m = timer.timeit(1) if first_s is not None and first_s >= min_run_time else \
+        timer.blocked_autorange(min_run_time=min_run_time)
+    return m.median, list(m.times)
+
+
+def bf16_skip_reason():
+    """None on a CPU with native bf16, else why the bf16 rows are skipped (``zoo.cpu.bf16_support``)."""
+    from zoo import cpu
+    native, reason = cpu.bf16_support()
+    return None if native else f"bf16 rows skipped: {reason}; emulated bf16 was measured {cpu.EMULATED_BF16_SLOWDOWN}"
 
 
 def mem_available_bytes():
@@ -261,7 +286,8 @@ def bench_mixers(args):
                 m = build_mixer(name, args.dim, args.heads, n)
                 x = torch.randn(1, n, args.dim)
                 with torch.inference_mode():
-                    med, times = time_call(lambda: m(x), args.repeats, max_seconds=args.max_seconds)
+                    m(x)  # warm-up
+                    med, times = timer_median(lambda: m(x), args.min_run_time)
                 row.update(ms=med * 1e3, runs=len(times), times=times)
                 del m, x
                 gc.collect()
@@ -284,6 +310,10 @@ def _autocast():
 def bench_models(args, timm_python=None):
     """Classifier throughput, interleaved round by round with the timm worker when there is one."""
     import zoo
+    bf16 = args.fast
+    if args.fast and bf16_skip_reason():
+        print(f"  {bf16_skip_reason()}", flush=True)
+        bf16 = False
     names = [n for n in zoo.list_models() if n.endswith("_vit_small")]
     if "sa_vit_base" not in names:
         names.append("sa_vit_base")
@@ -294,12 +324,12 @@ def bench_models(args, timm_python=None):
         torch.manual_seed(0)
         m = zoo.load(name, img_size=args.img_size).eval()
         variants[(name, "zoo fp32")] = (lambda m=m: m(x))
-        if args.fast:
+        if bf16:
             variants[(name, "zoo bf16 autocast")] = (lambda m=m: _bf16_call(m, x))
         if args.compile:
             cm = torch.compile(m)
             variants[(name, "zoo fp32 compile")] = (lambda cm=cm: cm(x))
-            if args.fast:
+            if bf16:
                 variants[(name, "zoo bf16 compile")] = (lambda cm=cm: _bf16_call(cm, x))
     worker, remote = None, []
     if timm_python:
@@ -351,6 +381,185 @@ def bench_models(args, timm_python=None):
 def _bf16_call(m, x):
     with _autocast():
         return m(x)
+
+
+# -- segmentation end to end ---------------------------------------------------------------------------------------
+SEG_SIZES = (512, 1024, 2048)
+SEG_HEADS = {"uper": "UPerNet", "segformer": "light head"}
+SEG_CROP = 512
+SEG_CLASSES = 150
+
+
+def _seg_batch(n, res, num_classes, seed=0):
+    from mmengine.structures import PixelData
+    from mmseg.structures import SegDataSample
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 3, res, res, generator=g)
+    samples = []
+    for _ in range(n):
+        s = SegDataSample(metainfo=dict(img_shape=(res, res), ori_shape=(res, res), pad_shape=(res, res)))
+        s.gt_sem_seg = PixelData(data=torch.randint(0, num_classes, (1, res, res), generator=g))
+        samples.append(s)
+    return x, samples
+
+
+def seg_worker(job):
+    """One seg row in this (fresh) process: peak memory of the first call, then the timed calls. Prints JSON."""
+    import zoo
+    from zoo.cpu import PeakMemory
+    torch.manual_seed(0)
+    model = zoo.load(f"{job['mixer']}_vit_{job['size']}", task="seg", num_classes=SEG_CLASSES, img_size=SEG_CROP,
+                     decode_head=job["head"])
+    res = job["res"]
+    if job["mode"] == "infer":
+        model.eval()
+        x = torch.randn(1, 3, res, res)
+
+        def fn():
+            with torch.no_grad():
+                return model(x)
+    else:
+        model.train()
+        x, samples = _seg_batch(job["batch"], res, SEG_CLASSES)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+        def fn():
+            opt.zero_grad(set_to_none=True)
+            loss, _ = model.parse_losses(model.loss(x, samples))
+            loss.backward()
+            opt.step()
+    with PeakMemory() as mem:
+        t = time.perf_counter()
+        fn()
+        first = time.perf_counter() - t
+    med, times = timer_median(fn, job["min_run_time"], first)
+    print(json.dumps(dict(job, ms=med * 1e3, runs=len(times), times=[round(t * 1e3, 2) for t in times],
+                          first_ms=round(first * 1e3, 1), peak_mb=mem.mb)), flush=True)
+
+
+def _extrapolate(points, tokens):
+    """Value at ``tokens`` from measured (tokens, value) points: the last one scaled by the power law through the
+    last two (exponent clipped to [1, 2]; 1 = linear when there is one point)."""
+    (n1, v1) = points[-1]
+    e = 1.0
+    if len(points) > 1:
+        import math
+        (n0, v0) = points[-2]
+        if v0 > 0 and v1 > 0:
+            e = min(2.0, max(1.0, math.log(v1 / v0) / math.log(n1 / n0)))
+    return v1 * (tokens / n1) ** e, e
+
+
+def seg_skip_reason(row, history, args):
+    """Why a seg row is not run (None: run it). ``history``: measured rows of the same head, mixer and mode."""
+    if row["mixer"] == "ff" and row["mode"] == "train" and row["res"] != SEG_CROP:
+        return f"ff trains on its {SEG_CROP}px crop only (fixed token count)"
+    pts_ms = [(r["tokens"], r["ms"]) for r in history if "ms" in r]
+    pts_mb = [(r["tokens"], r["peak_mb"]) for r in history if r.get("peak_mb")]
+    if pts_ms:
+        est_s = _extrapolate(pts_ms, row["tokens"])[0] / 1e3
+        est_mb = _extrapolate(pts_mb, row["tokens"])[0] if pts_mb else None
+        est = (f"estimated {est_s:.0f} s per call" + (f", {est_mb / 1024:.1f} GiB peak" if est_mb else "") +
+               f" (extrapolated from the measured {', '.join(str(r['res']) for r in history if 'ms' in r)} px rows)")
+        row["estimated_s"], row["estimated_mb"] = round(est_s, 1), est_mb and round(est_mb)
+        avail = mem_available_bytes()
+        if est_mb and avail and est_mb * 2 ** 20 * 1.2 > avail:
+            return f"skipped: {est}; {avail / 2 ** 30:.1f} GiB available"
+        if est_s > args.seg_max_seconds:
+            return f"skipped: {est} > --seg-max-seconds {args.seg_max_seconds:.0f} (a row makes 2 calls)"
+    return None
+
+
+def bench_seg(args):
+    """Segmentation end to end: every (head, size, mixer, mode) row in a fresh process (see the module docstring)."""
+    rows = []
+    for head in args.seg_heads:
+        for res in args.seg_sizes:
+            for mixer in args.seg_mixers:
+                for mode in ("infer", "train"):
+                    row = dict(head=head, mixer=mixer, res=res, tokens=(res // 16) ** 2, mode=mode,
+                               batch=1 if mode == "infer" else args.seg_train_batch)
+                    rows.append(row)
+                    history = [r for r in rows[:-1] if (r["head"], r["mixer"], r["mode"]) == (head, mixer, mode)]
+                    label = f"  {SEG_HEADS[head]:10s} {res:4d}px {mixer:4s} {mode:5s}"
+                    reason = seg_skip_reason(row, history, args)
+                    if reason:
+                        row["note"] = reason
+                        print(f"{label}  {reason}", flush=True)
+                        continue
+                    job = dict(row, size=args.seg_model_size, min_run_time=args.min_run_time)
+                    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+                    cmd = [sys.executable, os.path.abspath(__file__), "--_seg-worker", json.dumps(job), "--threads",
+                           str(args.threads)]
+                    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                    out = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+                    if r.returncode != 0 or not out:
+                        why = "killed (out of memory?)" if r.returncode in (-9, 137) else f"rc {r.returncode}"
+                        row["note"] = f"failed: {why}: {r.stderr.strip().splitlines()[-1:] or ''}"
+                        print(f"{label}  {row['note']}", flush=True)
+                        continue
+                    row.update({k: out[-1][k] for k in ("ms", "runs", "times", "first_ms", "peak_mb")})
+                    print(f"{label}  {row['ms'] / 1e3:8.2f} s ({row['runs']} timed)  peak {row['peak_mb']:.0f} MB",
+                          flush=True)
+    return rows
+
+
+def seg_table(rows, head):
+    """One line per (size, mixer): times, speed-up against sa (same size, same run) and peak memory."""
+    out = []
+    for res in dict.fromkeys(r["res"] for r in rows if r["head"] == head):
+        get = {(r["mixer"], r["mode"]): r for r in rows if r["head"] == head and r["res"] == res}
+        for mixer in dict.fromkeys(r["mixer"] for r in rows if r["head"] == head and r["res"] == res):
+            line = {"px": res, "tokens": (res // 16) ** 2, "mixer": mixer}
+            for mode, label in (("infer", "infer"), ("train", "train step")):
+                r, sa = get.get((mixer, mode), {}), get.get(("sa", mode), {})
+                line[f"{label} s"] = r["ms"] / 1e3 if "ms" in r else "-"
+                line[f"{label} x sa"] = round(sa["ms"] / r["ms"], 2) if "ms" in r and "ms" in sa else "-"
+                line[f"{label} MB"] = r.get("peak_mb", "-") if "ms" in r else (
+                    f"~{r['estimated_mb']} (est.)" if r.get("estimated_mb") else "-")
+            out.append(line)
+    return out
+
+
+def bench_seg_heads(args):
+    """Neck + decode head alone on four random (1, D, R/16, R/16) maps (D of ``--seg-model-size``)."""
+    from mmengine.registry import DefaultScope
+    from mmseg.registry import MODELS
+    import zoo.heads.seg as seg
+    D, R = seg.embed_dim_of(f"sa_vit_{args.seg_model_size}"), args.seg_heads_res
+    torch.manual_seed(0)
+    feats = tuple(torch.randn(1, D, R // 16, R // 16) for _ in range(4))
+    norm = dict(type="BN", requires_grad=True)
+
+    def head(kind, **kw):
+        return dict(type=kind, in_index=[0, 1, 2, 3], in_channels=[D] * 4, num_classes=SEG_CLASSES, norm_cfg=norm,
+                    align_corners=False, dropout_ratio=0.1, **kw)
+    mln = dict(type="MultiLevelNeck", in_channels=[D] * 4, out_channels=D, scales=[4, 2, 1, 0.5])
+    f2p4 = dict(type="Feature2Pyramid", embed_dim=D, rescales=[4, 2, 1, 0.5], norm_cfg=norm)
+    f2p2 = dict(type="Feature2Pyramid", embed_dim=D, rescales=[2, 1, 0.5, 0.25], norm_cfg=norm)
+    combos = {
+        "UPerNet: MultiLevelNeck(4..0.5) + UPerHead 512": (mln, head("UPerHead", pool_scales=(1, 2, 3, 6),
+                                                                     channels=512)),
+        "MultiLevelNeck(4..0.5) + SegformerHead 128": (mln, head("SegformerHead", channels=128)),
+        "Feature2Pyramid(4..0.5) + SegformerHead 128": (f2p4, head("SegformerHead", channels=128)),
+        "Feature2Pyramid(2..0.25) + SegformerHead 256": (f2p2, head("SegformerHead", channels=256)),
+        "Feature2Pyramid(2..0.25) + SegformerHead 128 (light head)": (f2p2, head("SegformerHead", channels=128)),
+        "Feature2Pyramid(2..0.25) + FPNHead 128": (f2p2, head("FPNHead", channels=128,
+                                                             feature_strides=[8, 16, 32, 64])),
+        "no neck (stride 16) + SegformerHead 128": (None, head("SegformerHead", channels=128)),
+    }
+    rows = []
+    with DefaultScope.overwrite_default_scope("mmseg"), torch.no_grad():
+        for label, (neck_cfg, head_cfg) in combos.items():
+            neck = MODELS.build(neck_cfg).eval() if neck_cfg else (lambda f: f)
+            dec = MODELS.build(head_cfg).eval()
+            t = time.perf_counter()
+            dec(neck(feats))  # warm-up
+            first = time.perf_counter() - t
+            med, times = timer_median(lambda: dec(neck(feats)), args.min_run_time, first)
+            rows.append(dict(neck_and_head=label, px=R, ms=round(med * 1e3, 1), runs=len(times)))
+            print(f"  {label:60s} {med * 1e3:9.1f} ms ({len(times)} timed)", flush=True)
+    return rows
 
 
 def bench_tasks(quick):
@@ -409,6 +618,15 @@ def check_targets(res, tokens):
                 paired = statistics.median(x / y for x, y in zip(a["times"], b["times"]))
                 lines.append(f"{name}: time(16384) / time(1024) = {ratio:.1f} (target <= 18, linear = 16; median of "
                              f"per-round ratios {paired:.1f}): {'PASS' if ratio <= 18 else 'FAIL'}")
+    seg = {(r["head"], r["res"], r["mixer"]): r for r in res.get("seg", []) if r["mode"] == "infer" and "ms" in r}
+    for res_px, goal in ((1024, 3.0), (2048, 8.0)):
+        sa = seg.get(("segformer", res_px, "sa"))
+        for name in ("ea", "effa"):
+            r = seg.get(("segformer", res_px, name))
+            if sa and r:
+                ratio = sa["ms"] / r["ms"]
+                lines.append(f"seg light head {res_px}px: sa / {name} inference time = {ratio:.2f} (goal >= {goal:g}): "
+                             f"{'PASS' if ratio >= goal else 'FAIL'}")
     models = {(r["model"], r["impl"]): r for r in res.get("models", [])}
     for name in TIMM_NAMES:
         timm_row = models.get((name, "timm eager"))
@@ -472,15 +690,26 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="short run: 3 repeats, N up to 4096, tasks in quick mode")
-    p.add_argument("--only", default="mixers,models", help="comma-separated sections: mixers, models, tasks "
-                   "(default mixers,models; --tasks adds tasks)")
+    p.add_argument("--only", default="mixers,models", help="comma-separated sections: mixers, models, seg, "
+                   "seg-heads, tasks (default mixers,models; --tasks adds tasks)")
     p.add_argument("--tasks", action="store_true", help="also run tasks/<task>/bench.py:run(quick)")
     p.add_argument("--timm-python", default=None, help="python of a venv with timm (compare with timm's ViTs)")
     p.add_argument("--fast", action="store_true", help="also time the bf16 autocast path of the classifiers")
     p.add_argument("--compile", action="store_true", help="also time torch.compile'd classifiers (slow to compile)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
     p.add_argument("--repeats", type=int, default=None, help="timed runs per measurement (default 7, quick 3)")
-    p.add_argument("--max-seconds", type=float, default=30.0, help="stop repeating ff at one N once this is spent")
+    p.add_argument("--min-run-time", type=float, default=None,
+                   help="seconds of timed calls per measurement (torch.utils.benchmark blocked_autorange; default 2, "
+                        "quick 0.5)")
+    p.add_argument("--seg-sizes", type=int, nargs="+", default=list(SEG_SIZES), help="seg image sides in pixels")
+    p.add_argument("--seg-heads", default="uper,segformer", help="seg decode heads: uper, segformer (the light one)")
+    p.add_argument("--seg-mixers", default="sa,ea,effa,ff", help="seg mixers")
+    p.add_argument("--seg-model-size", default="tiny", help=argparse.SUPPRESS)
+    p.add_argument("--seg-train-batch", type=int, default=2, help="images per seg training step (default 2: the "
+                   "configs' images per GPU; UPerNet's pool-scale-1 BN cannot train on one image)")
+    p.add_argument("--seg-max-seconds", type=float, default=240.0,
+                   help="skip a seg row whose call is estimated (from its smaller sizes) to take longer")
+    p.add_argument("--seg-heads-res", type=int, default=1024, help="image side for --only seg-heads")
     p.add_argument("--tokens", type=int, nargs="+", default=None, help=f"token counts (default {TOKENS})")
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--heads", type=int, default=6)
@@ -490,7 +719,14 @@ def parse_args(argv=None):
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory worker")
     p.add_argument("--out", default=os.path.join(REPO, "bench_out"), help="folder for benchmark.json/.png")
     p.add_argument("--_memory-worker", dest="memory_worker", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--_seg-worker", dest="seg_worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    args.min_run_time = args.min_run_time or (0.5 if args.quick else 2.0)
+    args.seg_heads = [h for h in args.seg_heads.split(",") if h]
+    args.seg_mixers = [m for m in args.seg_mixers.split(",") if m]
+    unknown = set(args.seg_heads) - set(SEG_HEADS)
+    if unknown:
+        p.error(f"--seg-heads: unknown {sorted(unknown)}; choose from {sorted(SEG_HEADS)}")
     args.repeats = args.repeats or (3 if args.quick else 7)
     args.tokens = args.tokens or (TOKENS[:3] if args.quick else TOKENS)
     return args
@@ -504,19 +740,31 @@ def main(argv=None):
     if args.memory_worker:
         memory_worker(json.loads(args.memory_worker))
         return 0
+    if args.seg_worker:
+        seg_worker(json.loads(args.seg_worker))
+        return 0
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    meta = dict(torch=torch.__version__, threads=args.threads, cpu=platform.processor() or platform.machine(),
+    from zoo import cpu as zoo_cpu
+    meta = dict(torch=torch.__version__, threads=args.threads, cpu=zoo_cpu.cpu_model(), machine=zoo_cpu.describe(),
                 cores=os.cpu_count(), loadavg_start=load,
                 command=" ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
                 utc=time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()))
     meta["title"] = (f"zoo benchmark {meta['utc']} UTC, torch {meta['torch']}, {args.threads} threads, "
                      f"load {load[0]:.1f}" if load else "")
-    print(f"zoo benchmark: torch {torch.__version__}, {args.threads} threads, load average {load}", flush=True)
+    print(f"zoo benchmark: torch {torch.__version__}, {args.threads} threads, load average {load}\n"
+          f"machine: {meta['machine']}", flush=True)
     res = dict(meta=meta)
     sections = set(args.only.split(","))
     if "mixers" in sections:
         print(f"mixers (C={args.dim}, {args.heads} heads, batch 1, median of {args.repeats}):", flush=True)
         res["mixers"] = bench_mixers(args)
+    if "seg-heads" in sections:
+        print(f"seg heads ({args.seg_heads_res}px, neck + decode head alone):", flush=True)
+        res["seg_heads"] = bench_seg_heads(args)
+    if "seg" in sections:
+        print(f"seg end to end (heads {args.seg_heads}, sizes {args.seg_sizes}, mixers {args.seg_mixers}):",
+              flush=True)
+        res["seg"] = bench_seg(args)
     if "models" in sections:
         print(f"classifiers (batch {args.batch}, {args.img_size}px, median of {args.repeats} interleaved rounds):",
               flush=True)
@@ -526,7 +774,7 @@ def main(argv=None):
         res["tasks"], failures = bench_tasks(args.quick)
     meta["loadavg_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
 
-    print(f"\n{meta['title']}\n")
+    print(f"\n{meta['title']}\nmachine: {meta['machine']}\n")
     if res.get("mixers"):
         print(f"### Mixers: forward time (ms) and peak memory (MB), C={args.dim}, {args.heads} heads, batch 1\n")
         print(table(mixer_table(res["mixers"], args.tokens)) + "\n")
@@ -536,6 +784,19 @@ def main(argv=None):
         print(f"### Classifiers: batch {args.batch}, {args.img_size}x{args.img_size}\n")
         cols = ["model", "impl", "ms", "images_per_s", "peak_mb"]
         print(table(res["models"], cols) + "\n")
+    if res.get("seg_heads"):
+        print(f"### Seg heads: neck + decode head alone, {args.seg_heads_res}px image, "
+              f"*_vit_{args.seg_model_size} maps\n")
+        print(table(res["seg_heads"]) + "\n")
+    if res.get("seg"):
+        for head in args.seg_heads:
+            print(f"### Seg end to end, {SEG_HEADS[head]} ({head}): *_vit_{args.seg_model_size}, {SEG_CLASSES} "
+                  f"classes; infer = one image, no grad; train step = batch {args.seg_train_batch}, forward + backward "
+                  f"+ AdamW; x sa = sa's time / this time (same size, same run); MB = peak RSS growth of the row\n")
+            print(table(seg_table(res["seg"], head)) + "\n")
+        notes = [f"{SEG_HEADS[r['head']]} {r['res']}px {r['mixer']} {r['mode']}: {r['note']}" for r in res["seg"]
+                 if "note" in r]
+        print("\n".join(notes) + ("\n" if notes else ""))
     for task, rows in res.get("tasks", {}).items():
         print(f"### Task {task}\n\n{table(rows)}\n")
     lines, ok = check_targets(res, args.tokens)

@@ -22,7 +22,8 @@ def parse_args(argv=None):
     parser.add_argument("--resume", nargs="?", const="auto", default=None, metavar="CHECKPOINT",
                         help="resume training: from the latest checkpoint in the work dir (no value) or from CHECKPOINT")
     parser.add_argument("--amp", action="store_true",
-                        help="mixed precision (float16 with loss scaling on CUDA, bfloat16 autocast on CPU)")
+                        help="mixed precision (float16 with loss scaling on CUDA, bfloat16 autocast on a CPU with "
+                             "native bf16; on a CPU without it, a warning and float32: zoo/cpu.py)")
     parser.add_argument("--auto-scale-lr", action="store_true",
                         help="scale the lr linearly by total batch / auto_scale_lr.base_batch_size")
     return cli.parse(parser, argv)

@@ -72,6 +72,29 @@ def bf16_support():
                    f"emulated through float32 conversions")
 
 
+def cpu_model(path="/proc/cpuinfo"):
+    """The CPU's model name from ``/proc/cpuinfo`` (else ``platform.processor()``)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe():
+    """One line naming the CPU, its vector/bf16 features and torch's view of it (benchmarks print it)."""
+    flags = cpu_flags()
+    isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
+    native, _ = bf16_support()
+    return (f"{cpu_model()}, {os.cpu_count()} logical cores, flags {' '.join(isa) or 'none of avx2/avx512'}, torch "
+            f"capability {torch.backends.cpu.get_cpu_capability()}, native bf16 {'yes' if native else 'no'}, torch "
+            f"{torch.__version__}")
+
+
 def has_native_bf16():
     """True where bf16 autocast can be faster than float32 on this CPU (see ``bf16_support``)."""
     return bf16_support()[0]

@@ -8,6 +8,7 @@ CPU module. The fix: create the gloo process group ourselves before the Runner (
 On a GPU machine both fall through to mmengine's usual NCCL path.
 """
 import os
+import warnings
 from contextlib import contextmanager
 
 import torch
@@ -112,8 +113,18 @@ class CPUAmpOptimWrapper(OptimWrapper):
             yield
 
 
+_warned_no_bf16 = False
+
+
 def use_amp(cfg):
-    """Switch ``cfg.optim_wrapper`` to mixed precision: ``AmpOptimWrapper`` on CUDA, ``CPUAmpOptimWrapper`` else."""
+    """Switch ``cfg.optim_wrapper`` to mixed precision: ``AmpOptimWrapper`` on CUDA, ``CPUAmpOptimWrapper`` on a CPU
+    with native bf16 (``zoo.cpu.has_native_bf16``).
+
+    On a CPU without native bf16 the config stays float32 and one warning says why: bf16 autocast runs emulated there
+    and was measured several times slower than float32 (``zoo.cpu``). Forcing it anyway is one option away:
+    ``--cfg-options optim_wrapper.type=CPUAmpOptimWrapper``.
+    """
+    global _warned_no_bf16
     wrapper = cfg.optim_wrapper.get("type", "OptimWrapper")
     if wrapper in ("AmpOptimWrapper", "CPUAmpOptimWrapper"):
         return cfg
@@ -122,6 +133,14 @@ def use_amp(cfg):
     if torch.cuda.is_available():
         cfg.optim_wrapper.type = "AmpOptimWrapper"
         cfg.optim_wrapper.setdefault("loss_scale", "dynamic")
-    else:
+        return cfg
+    from zoo import cpu
+    native, reason = cpu.bf16_support()
+    if native:
         cfg.optim_wrapper.type = "CPUAmpOptimWrapper"
+    elif not _warned_no_bf16:
+        _warned_no_bf16 = True
+        warnings.warn(f"--amp: training stays float32. Reason: {reason}; bf16 autocast on such a CPU was measured "
+                      f"{cpu.EMULATED_BF16_SLOWDOWN} than float32. To force bf16 anyway: --cfg-options "
+                      f"optim_wrapper.type=CPUAmpOptimWrapper", stacklevel=2)
     return cfg

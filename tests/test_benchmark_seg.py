@@ -1,0 +1,63 @@
+"""tools/benchmark.py's "seg end to end" section on micro models: a row's worker (memory of the first call, then
+torch.utils.benchmark timings), the skip rules (extrapolated time / memory, ff trains at its crop only) and the table
+with ratios against sa. The full section runs only by hand (minutes); one subprocess round trip is a slow test."""
+import importlib.util
+import json
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("zoo_benchmark_tool", os.path.join(ROOT, "tools", "benchmark.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("head", ["segformer", pytest.param("uper", marks=pytest.mark.slow)])  # uper: 512 ch
+def test_seg_worker_row(bench, capsys, head):
+    job = dict(head=head, mixer="ea", res=64, tokens=16, mode="train", batch=2, size="micro", min_run_time=0.01)
+    bench.seg_worker(job)
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert row["ms"] > 0 and row["runs"] >= 1 and len(row["times"]) == row["runs"]
+    assert row["peak_mb"] is None or row["peak_mb"] > 0
+    bench.seg_worker(dict(job, mode="infer", batch=1))
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["ms"] > 0
+
+
+def test_seg_skip_rules(bench):
+    args = bench.parse_args(["--seg-max-seconds", "100"])
+    ff = dict(head="segformer", mixer="ff", res=1024, tokens=4096, mode="train")
+    assert "crop only" in bench.seg_skip_reason(ff, [], args)
+    assert bench.seg_skip_reason(dict(ff, mode="infer"), [], args) is None
+    hist = [dict(res=512, tokens=1024, ms=1000.0, peak_mb=100.0), dict(res=1024, tokens=4096, ms=16000.0,
+                                                                     peak_mb=400.0)]
+    row = dict(head="segformer", mixer="sa", res=2048, tokens=16384, mode="train")
+    reason = bench.seg_skip_reason(row, hist, args)  # quadratic time: 256 s > 100 s; linear memory: 1.6 GB
+    assert reason.startswith("skipped: estimated 256 s per call, 1.6 GiB peak") and "--seg-max-seconds" in reason
+    assert row["estimated_mb"] == 1600
+    assert bench.seg_skip_reason(dict(row, mixer="ea"), hist[:1], args) is None  # linear: 16 s
+
+
+def test_seg_table_ratios(bench):
+    rows = [dict(head="segformer", res=1024, mixer="sa", mode="infer", ms=3000.0, peak_mb=50.0),
+            dict(head="segformer", res=1024, mixer="ea", mode="infer", ms=1000.0, peak_mb=20.0),
+            dict(head="segformer", res=1024, mixer="sa", mode="train", note="skipped", estimated_mb=900),
+            dict(head="segformer", res=1024, mixer="ea", mode="train", ms=2000.0, peak_mb=70.0)]
+    t = {r["mixer"]: r for r in bench.seg_table(rows, "segformer")}
+    assert t["ea"]["infer x sa"] == 3.0 and t["sa"]["infer x sa"] == 1.0
+    assert t["ea"]["train step x sa"] == "-" and t["sa"]["train step MB"] == "~900 (est.)"
+
+
+@pytest.mark.slow  # two fresh processes importing mmseg
+def test_seg_section_end_to_end(bench, tmp_path):
+    args = bench.parse_args(["--only", "seg", "--seg-model-size", "micro", "--seg-sizes", "64", "--seg-mixers",
+                             "sa,ea", "--seg-heads", "segformer", "--min-run-time", "0.05", "--out", str(tmp_path)])
+    args.threads = 1
+    rows = bench.bench_seg(args)
+    assert [(r["mixer"], r["mode"]) for r in rows if "ms" in r] == [("sa", "infer"), ("sa", "train"),
+                                                                     ("ea", "infer"), ("ea", "train")]
