@@ -30,9 +30,10 @@ def outputs(model, seed=1):
 
 
 def message_hub_state():
-    """What mmengine's Runner saves as ``message_hub``: HistoryBuffers holding numpy arrays."""
+    """What mmengine's Runner saves as ``message_hub``: HistoryBuffers holding numpy arrays. Built directly, not with
+    ``get_instance``, so that it does not become mmengine's current message hub for the tests that follow."""
     from mmengine.logging import MessageHub
-    hub_ = MessageHub.get_instance("zoo-checkpoint-test")
+    hub_ = MessageHub("zoo-checkpoint-test")
     hub_.update_scalar("train/loss", 0.5)
     hub_.update_info("iter", 4)
     return hub_.state_dict()
