@@ -163,3 +163,15 @@ def test_config_builds_and_steps(path):
         out = model.val_step(_batch(n_cls, size=80 if mixer == "ff" else 64, n=1))  # ff: > crop, slides
     pred = out[0].pred_sem_seg.data
     assert pred.shape[-2:] == out[0].metainfo["ori_shape"] and int(pred.max()) < n_cls
+
+
+def test_light_head_base_reads_the_recipe_of_zoo_load():
+    """The light head's base config takes its model from zoo.heads.seg.model_cfg(decode_head='segformer'), as
+    upernet_zoo-vit.py does for UPerNet: one source for the recipe."""
+    from zoo.heads.seg import model_cfg
+    path = os.path.join(ROOT, "configs/seg/_base_/models/segformerhead_zoo-vit.py")
+    assert re.search(r"^model = model_cfg\(", open(path).read(), re.M)
+    expected = model_cfg("sa_vit_base", num_classes=150, img_size=512, patch_size=16, drop_path_rate=0.1,
+                         decode_head="segformer").to_dict()
+    expected["backbone"]["checkpoint"] = None
+    assert _cfg(path).model.to_dict() == expected
