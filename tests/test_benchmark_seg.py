@@ -61,3 +61,14 @@ def test_seg_section_end_to_end(bench, tmp_path):
     rows = bench.bench_seg(args)
     assert [(r["mixer"], r["mode"]) for r in rows if "ms" in r] == [("sa", "infer"), ("sa", "train"),
                                                                      ("ea", "infer"), ("ea", "train")]
+
+
+def test_linear_section_restores_the_fast_path(bench):
+    import zoo.layers.linear as L
+    fused = L._ONEDNN_LINEAR
+    args = bench.parse_args(["--only", "linear", "--models", "sa_vit_micro", "--batch", "2", "--img-size", "64",
+                             "--repeats", "2"])
+    rows = bench.bench_linear(args)
+    assert L._ONEDNN_LINEAR is fused
+    if fused is not None:
+        assert rows[0]["model"] == "sa_vit_micro" and rows[0]["runs"] == 2 and rows[0]["F.linear / oneDNN"] > 0

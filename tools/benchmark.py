@@ -37,6 +37,8 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   fresh process; its peak memory is the growth of the peak RSS during the first call (``zoo.cpu.PeakMemory``), and
   the time is measured after that call. Rows whose time or memory, extrapolated from the smaller sizes of the same
   row, exceed ``--seg-max-seconds`` or the available memory are skipped with the estimate printed.
+- **linear** (``--only linear``): the classifiers with oneDNN's fused linear (``zoo.layers.linear``, the CPU
+  inference fast path) and with it switched off (``F.linear``), interleaved round by round in one process.
 - **seg heads** (``--only seg-heads``): neck + decode head alone on four random ``*_vit_tiny`` maps of a 1024-pixel
   image, for UPerNet and the light-head candidates (how the light head was chosen).
 - **tasks** (``--tasks``): rows returned by ``tasks/<task>/bench.py:run(quick)`` for every task that has one.
@@ -317,6 +319,8 @@ def bench_models(args, timm_python=None):
     names = [n for n in zoo.list_models() if n.endswith("_vit_small")]
     if "sa_vit_base" not in names:
         names.append("sa_vit_base")
+    if args.models:
+        names = args.models
     torch.manual_seed(0)
     x = torch.randn(args.batch, 3, args.img_size, args.img_size)
     variants = {}  # label -> callable
@@ -381,6 +385,46 @@ def bench_models(args, timm_python=None):
 def _bf16_call(m, x):
     with _autocast():
         return m(x)
+
+
+def bench_linear(args):
+    """oneDNN's fused linear (``zoo.layers.linear``) against ``F.linear`` in one process: the classifiers' forward
+    with the fast path on and off (``_ONEDNN_LINEAR`` set to None), interleaved round by round."""
+    import zoo
+    import zoo.layers.linear as L
+    fused = L._ONEDNN_LINEAR
+    if fused is None:
+        print("  linear: this torch has no oneDNN linear; nothing to compare")
+        return []
+    torch.manual_seed(0)
+    x = torch.randn(args.batch, 3, args.img_size, args.img_size)
+    rows = []
+    for name in args.models or ("sa_vit_small", "sa_vit_base", "ea_vit_small", "effa_vit_small"):
+        torch.manual_seed(0)
+        m = zoo.load(name, img_size=args.img_size).eval()
+        times = {"oneDNN linear": [], "F.linear": []}
+        try:
+            with torch.inference_mode():
+                for impl in times:  # warm-up
+                    L._ONEDNN_LINEAR = fused if impl == "oneDNN linear" else None
+                    m(x)
+                for _ in range(args.repeats):
+                    for impl in times:
+                        L._ONEDNN_LINEAR = fused if impl == "oneDNN linear" else None
+                        t = time.perf_counter()
+                        m(x)
+                        times[impl].append(time.perf_counter() - t)
+        finally:
+            L._ONEDNN_LINEAR = fused
+        a, b = times["oneDNN linear"], times["F.linear"]
+        row = dict(model=name, batch=args.batch, img_size=args.img_size, onednn_ms=statistics.median(a) * 1e3,
+                   f_linear_ms=statistics.median(b) * 1e3, runs=len(a))
+        row["F.linear / oneDNN"] = row["f_linear_ms"] / row["onednn_ms"]
+        row["per-round ratio (median)"] = statistics.median(y / z for y, z in zip(b, a))
+        rows.append(row)
+        print(f"  {name:16s} oneDNN {row['onednn_ms']:8.1f} ms  F.linear {row['f_linear_ms']:8.1f} ms  "
+              f"ratio {row['F.linear / oneDNN']:.3f}", flush=True)
+    return rows
 
 
 # -- segmentation end to end ---------------------------------------------------------------------------------------
@@ -690,8 +734,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="short run: 3 repeats, N up to 4096, tasks in quick mode")
-    p.add_argument("--only", default="mixers,models", help="comma-separated sections: mixers, models, seg, "
-                   "seg-heads, tasks (default mixers,models; --tasks adds tasks)")
+    p.add_argument("--only", default="mixers,models", help="comma-separated sections: mixers, models, linear, "
+                   "seg, seg-heads, tasks (default mixers,models; --tasks adds tasks)")
     p.add_argument("--tasks", action="store_true", help="also run tasks/<task>/bench.py:run(quick)")
     p.add_argument("--timm-python", default=None, help="python of a venv with timm (compare with timm's ViTs)")
     p.add_argument("--fast", action="store_true", help="also time the bf16 autocast path of the classifiers")
@@ -701,6 +745,8 @@ def parse_args(argv=None):
     p.add_argument("--min-run-time", type=float, default=None,
                    help="seconds of timed calls per measurement (torch.utils.benchmark blocked_autorange; default 2, "
                         "quick 0.5)")
+    p.add_argument("--models", nargs="+", default=None, help="classifiers for the models and linear sections "
+                   "(default: every *_vit_small and sa_vit_base)")
     p.add_argument("--seg-sizes", type=int, nargs="+", default=list(SEG_SIZES), help="seg image sides in pixels")
     p.add_argument("--seg-heads", default="uper,segformer", help="seg decode heads: uper, segformer (the light one)")
     p.add_argument("--seg-mixers", default="sa,ea,effa,ff", help="seg mixers")
@@ -758,6 +804,10 @@ def main(argv=None):
     if "mixers" in sections:
         print(f"mixers (C={args.dim}, {args.heads} heads, batch 1, median of {args.repeats}):", flush=True)
         res["mixers"] = bench_mixers(args)
+    if "linear" in sections:
+        print(f"oneDNN linear vs F.linear (batch {args.batch}, {args.img_size}px, {args.repeats} interleaved rounds):",
+              flush=True)
+        res["linear"] = bench_linear(args)
     if "seg-heads" in sections:
         print(f"seg heads ({args.seg_heads_res}px, neck + decode head alone):", flush=True)
         res["seg_heads"] = bench_seg_heads(args)
@@ -784,6 +834,9 @@ def main(argv=None):
         print(f"### Classifiers: batch {args.batch}, {args.img_size}x{args.img_size}\n")
         cols = ["model", "impl", "ms", "images_per_s", "peak_mb"]
         print(table(res["models"], cols) + "\n")
+    if res.get("linear"):
+        print(f"### oneDNN linear vs F.linear: batch {args.batch}, {args.img_size}px, inference\n")
+        print(table(res["linear"]) + "\n")
     if res.get("seg_heads"):
         print(f"### Seg heads: neck + decode head alone, {args.seg_heads_res}px image, "
               f"*_vit_{args.seg_model_size} maps\n")
