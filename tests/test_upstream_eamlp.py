@@ -237,7 +237,8 @@ def test_eamlp_wrong_files_are_refused(released, tmp_path):
     torch.save({"state_dict": sd}, learned)
     with pytest.raises(CheckpointError, match=r"learned_pos.pth.*not the fixed sinusoid"):
         load_checkpoint(ea_t2t_7(img_size=IMG), learned)
-    with pytest.raises(CheckpointError, match=r"model_best.pth.tar: the checkpoint has no entry 'model_ema'"):
+    with pytest.raises(CheckpointError, match=r"model_best.pth.tar \(torch file, weights_only\): the checkpoint has no "
+                                              r"entry 'model_ema'"):
         load_checkpoint(ea_t2t_7(img_size=IMG), path, key="model_ema")
     with pytest.raises(CheckpointError, match=r"head.weight: checkpoint \(1000, 256\) vs model \(10, 256\)"):
         load_checkpoint(ea_t2t_7(img_size=IMG, num_classes=10), path, key="state_dict_ema")

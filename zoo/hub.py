@@ -347,12 +347,11 @@ def load_weights(model, weights_path, cfg, source, expected_sha256=None, pin_nam
     _check_architecture(header, cfg, source)
     _check_sha(weights_path, (cfg.get("weights") or {}).get("sha256"), source, CONFIG_NAME, digest=digest)
     state, _ = _from(source, checkpoint.read_safetensors, weights_path)
-    hint = None
-    if any(k.startswith("head.") for k in set(state) ^ set(model.state_dict())) or any(
-            k.startswith("head.") and tuple(v.shape) != tuple(model.state_dict()[k].shape)
-            for k, v in state.items() if k in model.state_dict()):
-        hint = ("The classifier head differs: load with the published num_classes, then call "
-                "model.reset_classifier(n) to fine-tune for another number of classes.")
+    own = model.state_dict()
+    head_differs = any(k.startswith("head.") and (k not in own or k not in state or own[k].shape != state[k].shape)
+                       for k in set(own) | set(state))
+    hint = ("The classifier head differs: load with the published num_classes, then call model.reset_classifier(n) "
+            "to fine-tune for another number of classes.") if head_differs else None
     checkpoint.load_state_dict(model, state, weights_path, f"{checkpoint.SAFETENSORS} of {source}", hint=hint)
     return model
 
