@@ -211,3 +211,70 @@ from zoo.heads import _mmcv_compat
 assert _mmcv_compat.install() is False and sys.modules['mmcv._ext'] is real
 """
     subprocess.run([sys.executable, "-c", real], check=True)
+
+
+def _backbone(name, **kw):
+    import zoo.heads.seg  # noqa: F401  (registers ZooViTBackbone after the mmcv stand-in is installed)
+    from mmengine.registry import DefaultScope
+    from mmseg.registry import MODELS
+    with DefaultScope.overwrite_default_scope("mmseg"):
+        return MODELS.build(dict(type="ZooViTBackbone", name=name, img_size=56, patch_size=4, in_chans=1, **kw))
+
+
+def test_init_cfg_starts_the_trunk_from_a_pretrained_tag_at_init_weights_only():
+    """mmseg-style ``init_cfg=dict(type='Pretrained', checkpoint=TAG)``: nothing is loaded when the model is built
+    (a test run must not download), everything but head and final norm when the Runner calls init_weights."""
+    cls = zoo.load("sa_vit_micro.cls_fmnist")  # the bundled 28x28 classifier: a 7x7 grid
+    bb = _backbone("sa_vit_micro", init_cfg=dict(type="Pretrained", checkpoint="sa_vit_micro.cls_fmnist"))
+    w = "blocks.1.mixer.qkv.weight"
+    assert not torch.equal(bb.trunk.state_dict()[w], cls.state_dict()[w])
+    bb.init_weights()
+    own = bb.trunk.state_dict()
+    for k, v in cls.state_dict().items():
+        if k.startswith(("blocks.", "patch_embed.", "cls_token")):
+            assert torch.equal(own[k], v), k
+    assert own["pos_embed"].shape == (1, 1 + 14 * 14, 64) and torch.equal(own["pos_embed"][:, :1], cls.pos_embed[:, :1])
+    before = _state(bb)
+    bb.init_weights()  # a second call changes nothing
+    assert _same(_state(bb), before)
+
+
+def test_init_cfg_skip_keeps_ff_token_mixing_fresh_and_loads_the_rest():
+    cls = zoo.load("ff_vit_micro.cls_fmnist")  # 49 tokens; the backbone below has 196
+    with pytest.raises(Exception, match="mismatched shapes"):
+        _backbone("ff_vit_micro", init_cfg=dict(type="Pretrained", checkpoint="ff_vit_micro.cls_fmnist")).init_weights()
+    bb = _backbone("ff_vit_micro", init_cfg=dict(type="Pretrained", checkpoint="ff_vit_micro.cls_fmnist",
+                                                 skip=["blocks.*.mixer.*"]))
+    fresh = {k: v.clone() for k, v in bb.trunk.state_dict().items()}
+    bb.init_weights()
+    own = bb.trunk.state_dict()
+    mixing = [k for k in own if ".mixer." in k]
+    assert mixing and all(torch.equal(own[k], fresh[k]) for k in mixing)
+    channel = [k for k in cls.state_dict() if k.startswith("blocks.") and ".mixer." not in k]
+    assert channel and all(torch.equal(own[k], cls.state_dict()[k]) for k in channel)
+    assert own["pos_embed"].shape == (1, 1 + 14 * 14, 64)  # resampled, not left fresh
+    assert not torch.equal(own["pos_embed"], fresh["pos_embed"])
+    with pytest.raises(ValueError, match="matches no key"):
+        _backbone("ff_vit_micro", init_cfg=dict(type="Pretrained", checkpoint="ff_vit_micro.cls_fmnist",
+                                                skip=["blocks.*.attn.*"])).init_weights()
+
+
+@pytest.mark.parametrize("mixer,size,skip", [("sa", "tiny", None), ("sa", "small", None), ("sa", "base", None),
+                                             ("ff", "tiny", ["blocks.*.mixer.*"]), ("ff", "base", ["blocks.*.mixer.*"])])
+@pytest.mark.parametrize("head", ["upernet", "segformerhead"])
+def test_ade20k_configs_start_from_imagenet_weights(mixer, size, skip, head):
+    from mmengine.config import Config
+    cfg = Config.fromfile(f"configs/seg/{head}_{mixer}-vit-{size}_8xb2-160k_ade20k-512x512.py")
+    init = cfg.model.backbone.init_cfg
+    assert init.type == "Pretrained" and init.checkpoint == f"{mixer}_vit_{size}.cls_in1k"
+    assert init.get("skip") == skip
+    assert f"{mixer}_vit_{size}.cls_in1k" in zoo.list_pretrained()
+
+
+@pytest.mark.parametrize("head", ["upernet", "segformerhead"])
+@pytest.mark.parametrize("mixer", ["ea", "effa"])
+def test_ade20k_configs_without_an_imagenet_start(mixer, head):
+    """No ImageNet weights exist for ea/effa ViTs (EAMLP is a T2T-ViT): these start from scratch, as documented."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(f"configs/seg/{head}_{mixer}-vit-base_8xb2-160k_ade20k-512x512.py")
+    assert not cfg.model.backbone.get("init_cfg") and not cfg.model.backbone.get("checkpoint")

@@ -41,6 +41,7 @@ except ImportError as _e:
 import copy
 import logging
 import math
+import os
 
 import torch
 import torch.nn as nn
@@ -113,7 +114,13 @@ class ZooViTBackbone(BaseModule):
             its ``-ln`` configs); default off, as mmseg's default and its DeiT ``_mln_`` configs.
         class_token: Run the trunk with a cls token (mmseg's ``with_cls_token``, default True); the token is
             dropped from the maps either way.
-        init_cfg: Unused (the trunk initialises itself; see ``init_weights``).
+        init_cfg: ``dict(type='Pretrained', checkpoint=WEIGHTS, skip=[...])`` starts the trunk from classification
+            weights when training begins (``init_weights``, which the Runner calls; building a model for testing
+            loads nothing), as mmseg's ``init_cfg`` does. ``WEIGHTS`` is anything ``checkpoint`` takes or a
+            pretrained tag (``sa_vit_base.cls_in1k``: resolved, downloaded and converted like ``zoo.load``).
+            ``skip`` lists trunk keys (fnmatch patterns, e.g. ``blocks.*.mixer.*``) that keep their fresh
+            initialisation: ``ff``'s token-mixing layers are shaped by the token count, so a 224-pixel ImageNet
+            model cannot fill them at a 512 crop. Anything else is loaded strictly.
     """
 
     def __init__(self, name, img_size=512, patch_size=16, in_chans=3, out_indices=None, drop_rate=0.0,
@@ -146,20 +153,67 @@ class ZooViTBackbone(BaseModule):
         if checkpoint:
             self.load_classification_checkpoint(checkpoint)
 
-    def load_classification_checkpoint(self, checkpoint):
-        """Load a classification checkpoint into the trunk (head and final norm dropped, strict otherwise)."""
+    def load_classification_checkpoint(self, checkpoint, skip=()):
+        """Load a classification checkpoint into the trunk (head and final norm dropped, strict otherwise).
+
+        Args:
+            checkpoint: A weights file or folder ``zoo.convert`` reads, a state dict, or a pretrained tag.
+            skip: fnmatch patterns of trunk keys that keep their current values (see the class's ``init_cfg``).
+        """
         from .. import convert
-        sd = convert.read_state_dict(checkpoint) if not isinstance(checkpoint, dict) else convert.unwrap(checkpoint)
+        sd = self._classification_state_dict(checkpoint)
         # The classifier head is not used for dense maps; the final norm is kept only for final_norm=True (mmseg's
         # DeiT conversion starts its final norm from the classifier's, too).
         dropped = ("head.", "head_dist.", "fc_norm.") + (() if self.final_norm else ("norm.",))
         sd = {k: v for k, v in sd.items() if not k.startswith(dropped)}
+        if skip:
+            sd = self._skip_keys(sd, skip, checkpoint)
         convert.load_checkpoint(self.trunk, sd, drop_head=True, drop_distillation=True)
         self._is_init = True  # loaded weights: init_weights must not touch them
         return self
 
+    @staticmethod
+    def _classification_state_dict(checkpoint):
+        from .. import convert
+        if isinstance(checkpoint, dict):
+            return convert.unwrap(checkpoint)
+        from ..pretrained import looks_like_tag
+        if looks_like_tag(checkpoint) and "/" not in checkpoint and not os.path.exists(checkpoint):
+            from ..factory import load
+            return load(checkpoint).state_dict()  # resolved, downloaded and converted once, like zoo.load
+        return convert.read_state_dict(checkpoint)
+
+    def _skip_keys(self, sd, skip, checkpoint):
+        """``sd`` (zoo layout) with the ``skip`` keys replaced by the trunk's own values; the position embedding
+        is resampled to this trunk's grid (``ff`` trunks are otherwise refused a grid change)."""
+        from fnmatch import fnmatch
+
+        from .. import convert
+        if convert.detect_layout(sd) != "zoo":
+            raise ValueError(f"init_cfg skip={list(skip)} names zoo trunk keys, but {checkpoint} is in the "
+                             f"{convert.detect_layout(sd)} layout; give a pretrained tag or zoo weights instead.")
+        own = self.trunk.state_dict()
+        kept = [k for k in own if any(fnmatch(k, p) for p in skip)]
+        if not kept:
+            raise ValueError(f"init_cfg skip={list(skip)} matches no key of the {self.name} trunk "
+                             f"(e.g. {', '.join(list(own)[:4])})")
+        sd = {k: v for k, v in sd.items() if k not in kept}
+        sd.update({k: own[k] for k in kept})
+        if "pos_embed" in sd and "pos_embed" not in kept and sd["pos_embed"].shape != own["pos_embed"].shape:
+            sd["pos_embed"] = convert._fit_pos_embed(sd["pos_embed"], self.trunk)
+        logging.getLogger(__name__).info("%s: %d trunk tensors keep their initialisation (%s)", self.name,
+                                         len(kept), ", ".join(skip))
+        return sd
+
     def init_weights(self):
-        """No-op: the trunk initialised itself at construction (timm init), and loaded weights must survive."""
+        """Load ``init_cfg``'s ``Pretrained`` weights into the trunk, once; otherwise a no-op (the trunk initialised
+        itself at construction, timm's init, and weights loaded since must survive)."""
+        cfg = dict(self.init_cfg or {})
+        if not self._is_init and cfg:
+            if cfg.get("type") != "Pretrained" or not cfg.get("checkpoint"):
+                raise ValueError(f"ZooViTBackbone init_cfg takes dict(type='Pretrained', checkpoint=..., skip=[...]) "
+                                 f"only, got {cfg}")
+            self.load_classification_checkpoint(cfg["checkpoint"], skip=tuple(cfg.get("skip", ())))
         self._is_init = True
 
     def forward(self, x):
