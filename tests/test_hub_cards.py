@@ -92,3 +92,11 @@ def test_primary_metric_per_task():
     assert cards.primary_metric("seg", {"aAcc": 90.0, "mIoU": 60.0}) == ("mIoU", 60.0)
     assert cards.primary_metric("pseg", {"class_mIoU": 70.0, "instance_mIoU": 80.0}) == ("instance_mIoU", 80.0)
     assert cards.primary_metric("cls", {}) == (None, None)
+
+
+def test_metric_types_of_the_gan_scores():
+    """The model-index type of every key GenMetric reports; the real data's floor is not typed as the model's FID."""
+    expected = {"FID(inception-v3)": "fid", "FID_floor(inception-v3)": "fid_floor", "KID(inception-v3)": "kid",
+                "KID_std(inception-v3)": "kid_std", "FID(fmnist-clf)": "fid", "IS(fmnist-clf)": "inception_score",
+                "IS_std(fmnist-clf)": "inception_score_std", "top1": "accuracy", "mIoU": "mean_iou", "OA": "accuracy"}
+    assert {k: cards.metric_type(k) for k in expected} == expected

@@ -26,9 +26,12 @@ METRIC_TYPES = [
     (r"miou", "mean_iou"),
     (r"macc|mean_acc", "mean_accuracy"),
     (r"aacc", "pixel_accuracy"),
+    (r"^fid_floor", "fid_floor"),  # FID between two halves of the real set: the data's floor, not the model's score
     (r"^fid", "fid"),
+    (r"^kid_std", "kid_std"),
     (r"^kid", "kid"),
-    (r"^is$|inception", "inception_score"),
+    (r"^is_std", "inception_score_std"),
+    (r"^is\b|inception_score", "inception_score"),
 ]
 
 
