@@ -4,8 +4,9 @@
 bf16 autocast pays off on a CPU only where the matrix units take bf16 directly: x86 with AVX512-BF16 (``vdpbf16ps``,
 Intel Cooper Lake / Sapphire Rapids and later, AMD Zen 4 and later) or AMX-BF16 (Intel Sapphire Rapids and later),
 and Arm with the BF16 extension. Without them oneDNN converts bf16 to float32 around every GEMM, and the bf16 path is
-much slower than plain float32 (7x for ``*_vit_small`` classification on a 2-core AVX2 AMD EPYC, torch 2.13, issue
-13; docs/BENCHMARKS.md, "bf16 on a CPU without native bf16"). torch's own ``get_cpu_capability()`` names only the
+much slower than plain float32 (``sa_vit_small`` inference: 4.7x with oneDNN held to AVX2 by
+``ONEDNN_MAX_CPU_ISA=AVX2``, 7x on an AVX2-only AMD EPYC in issue 13; docs/BENCHMARKS.md, "bf16 where the CPU
+has it"). torch's own ``get_cpu_capability()`` names only the
 vector ISA ("AVX2", "AVX512", ...), not bf16, so the answer combines it with torch's private per-feature checks and
 the kernel's CPU flags.
 """
@@ -18,7 +19,8 @@ import platform
 import torch
 
 # What the bf16 path costs where it is emulated (the warnings quote it; measured, see the module docstring).
-EMULATED_BF16_SLOWDOWN = "about 7x slower (sa_vit_small, batch 8, 224 px, 2-core AVX2 AMD EPYC, torch 2.13)"
+EMULATED_BF16_SLOWDOWN = ("4.7x slower (sa_vit_small, batch 8, 224 px, torch 2.13, oneDNN held to AVX2 on a "
+                          "Zen 4 EPYC; 7x on an AVX2-only EPYC, issue 13)")
 
 # /proc/cpuinfo flags that mean native bf16 matrix arithmetic (x86 "flags", aarch64 "Features").
 BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
