@@ -100,3 +100,15 @@ def test_metric_types_of_the_gan_scores():
                 "KID_std(inception-v3)": "kid_std", "FID(fmnist-clf)": "fid", "IS(fmnist-clf)": "inception_score",
                 "IS_std(fmnist-clf)": "inception_score_std", "top1": "accuracy", "mIoU": "mean_iou", "OA": "accuracy"}
     assert {k: cards.metric_type(k) for k in expected} == expected
+
+
+def test_curve_of_an_iteration_loop_logged_by_epoch_takes_the_iteration():
+    """GAN logs of the bundled runs carry step 0 on their validations; the curve uses the iteration logged before."""
+    mc = _tool()
+    records = [{"iter": 25, "step": 25, "loss_d": 1.0}, {"iter": 50, "step": 50, "loss_d": 1.0},
+               {"FID(fmnist-clf)": 70.0, "step": 0}, {"iter": 75, "step": 75, "loss_d": 1.0},
+               {"iter": 100, "step": 100, "loss_d": 1.0}, {"FID(fmnist-clf)": 60.0, "step": 0}]
+    curve = mc.curve_summary("sa_vit_micro.gen_fmnist", records)
+    assert curve == dict(metric="FID(fmnist-clf)", unit="iteration", steps=[50, 100], values=[70.0, 60.0])
+    seg = mc.curve_summary("sa_vit_micro.seg_scenes", [{"iter": 500, "step": 500}, {"mIoU": 20.0, "step": 500}])
+    assert seg["steps"] == [500]

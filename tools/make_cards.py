@@ -70,7 +70,15 @@ def curve_summary(tag, records):
     """The main metric at each validation of a training log (mmengine ``scalars.json`` records), or ``None``."""
     task = pretrained.parse_tag(tag).task
     for name in registry.TASKS[task].metrics:
-        points = [(r["step"], r[name]) for r in records if name in r]
+        points, last_iter = [], None
+        for r in records:
+            if name in r:
+                # logs written before the gen runtime set log_metric_by_epoch=False carry step 0 (the epoch) on the
+                # validation of an iteration loop: take the iteration of the training record before it instead
+                step = last_iter if task in ("seg", "gen") and r["step"] == 0 and last_iter else r["step"]
+                points.append((step, r[name]))
+            elif "iter" in r:
+                last_iter = r["iter"]
         if points:  # mmengine logs a validation at its epoch (epoch loops) or iteration (iteration loops)
             unit = "iteration" if task in ("seg", "gen") else "epoch"
             return dict(metric=name, unit=unit, steps=[p for p, _ in points], values=[v for _, v in points])

@@ -6,6 +6,7 @@ pretrained tag (``ea_vit_micro.seg_scenes``; its config is the one it was traine
 ``hf-hub:org/name``, or a model already loaded. ``max_samples`` scores the first N evaluation samples only
 (``FirstNSampler``), e.g. a fixed slice for a fast check.
 """
+import copy
 import os.path as osp
 import tempfile
 
@@ -15,8 +16,9 @@ from mmengine.registry import DATA_SAMPLERS
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 # Config overrides for scoring a slice: the generator's slice is scored in the features of the small Fashion-MNIST
 # classifier only (the 299x299 Inception costs minutes on a CPU; the full evaluation keeps it).
-SLICE_OPTIONS = {"gen": {"test_evaluator": dict(type="GenMetric", feature_net="fmnist-clf", scores=("FID",),
-                                                 cache_reference=False)}}
+# ``_delete_`` replaces the config's evaluator list instead of merging a dict into it.
+SLICE_OPTIONS = {"gen": {"test_evaluator": dict(_delete_=True, type="GenMetric", feature_net="fmnist-clf",
+                                                 scores=("FID",), cache_reference=False)}}
 
 
 @DATA_SAMPLERS.register_module()
@@ -63,7 +65,7 @@ def build_runner(config, weights, work_dir=None, max_samples=None, cfg_options=N
     model = zoo.load(weights) if isinstance(weights, str) else weights
     cfg = Config.fromfile(config)
     if cfg_options:
-        cfg.merge_from_dict(cfg_options)
+        cfg.merge_from_dict(copy.deepcopy(cfg_options))  # mmengine pops ``_delete_`` from what it is given
     cfg.work_dir = work_dir or tempfile.mkdtemp(prefix="zoo-eval-")
     cfg.load_from = None
     cfg.launcher = "none"
