@@ -62,3 +62,43 @@ def test_offline_without_cache_names_the_source(tmp_path, monkeypatch):
     with pytest.raises(Exception, match="linear-tiny-checkpoint.pth") as err:
         zoo.load("ff_vit_tiny", pretrained=True)
     assert isinstance(err.value, (hub.HubError, RuntimeError))
+
+
+def test_publish_republishes_a_converted_upstream_tag(tmp_path, monkeypatch):
+    """``tools/publish.py --pretrained TAG --no-upload``: the converted model in the zoo layout, loadable with
+    ``local-dir:``, its card carrying the upstream licence, source, citation and "reported upstream" metrics."""
+    import importlib.util
+    import json
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("zoo_publish", os.path.join(root, "tools", "publish.py"))
+    publish = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(publish)
+    ema, data = eamlp_small(tmp_path, seed=3)
+    server = FileServer()
+    try:
+        url = server.serve("/model_best.pth.tar", data)
+        entry = PretrainedCfg.from_dict({**UPSTREAM["ea_t2t_7.cls_in1k"].to_dict(), "url": url,
+                                         "args": dict(num_classes=1000, img_size=64), "input_size": [3, 64, 64]})
+        monkeypatch.setitem(registry.PRETRAINED, entry.tag, entry)
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        out = tmp_path / "pub"
+        assert publish.main(["--pretrained", "ea_t2t_7.cls_in1k", "--repo-id", "me/ea_t2t_7", "--out", str(out),
+                             "--no-upload"]) == 0
+    finally:
+        server.stop()
+    assert sorted(os.listdir(out)) == ["README.md", "config.json", "model.safetensors"]
+    model = zoo.load(f"local-dir:{out}").eval()
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ema(x), atol=1e-5, rtol=0)
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["license"] == entry.license and cfg["metrics"] == entry.metrics
+    assert cfg["upstream"]["url"] == url and cfg["upstream"]["metrics_source"].startswith("reported upstream")
+    card = (out / "README.md").read_text()
+    assert f"license: {entry.license}" in card and "reported upstream, not measured here" in card
+    from zoo import mixers
+    assert mixers.info("ea")["citation"].strip().splitlines()[0] in card and url in card  # EANet's paper
+    with pytest.raises(SystemExit, match="not an upstream checkpoint"):
+        publish.main(["--pretrained", "sa_vit_micro.cls_fmnist", "--repo-id", "me/x", "--no-upload"])

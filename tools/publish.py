@@ -45,8 +45,11 @@ log = logging.getLogger("zoo.publish")
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", required=True, help="mmengine config the checkpoint was trained with")
-    p.add_argument("--checkpoint", required=True, help="training checkpoint (.pth from mmengine, or .safetensors)")
+    p.add_argument("--config", help="mmengine config the checkpoint was trained with")
+    p.add_argument("--checkpoint", help="training checkpoint (.pth from mmengine, or .safetensors)")
+    p.add_argument("--pretrained", metavar="TAG", help="republish a registered upstream tag (e.g. "
+                   "sa_vit_base.seg_ade20k) in the zoo layout: converted weights, its licence, citation and reported "
+                   "metrics (instead of --config/--checkpoint/--metrics)")
     p.add_argument("--repo-id", required=True, help="Hub model repo, org/name (zoo-models/{tag})")
     p.add_argument("--revision", default=None, help="branch to commit to (created if missing; default main)")
     p.add_argument("--private", action="store_true", help="create the repo private (if it does not exist)")
@@ -171,9 +174,49 @@ def label_names_from(args, meta):
     return list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else None
 
 
+def republish(args):
+    """``--pretrained TAG``: the converted upstream model as a zoo folder (and Hub repo), with the upstream licence,
+    citation and source in its card and the metrics marked as reported upstream (nothing is measured here)."""
+    import zoo
+    from zoo import cards
+    try:
+        entry = registry.pretrained_cfg(args.pretrained)
+    except (KeyError, ValueError) as e:
+        raise SystemExit(f"tools/publish.py: error: {e}") from None
+    if not entry.converter:
+        raise SystemExit(f"tools/publish.py: error: {entry.tag} is not an upstream checkpoint (it is published "
+                         f"already, as {entry.hf_hub_id}); --pretrained republishes converted upstream weights")
+    try:
+        model = zoo.load(entry.tag)  # downloaded, sha256-checked and converted once (zoo.upstream)
+    except checkpoint.CheckpointError as e:
+        raise SystemExit(f"tools/publish.py: error: {e}") from None
+    upstream = dict(source=entry.source, url=entry.url or f"https://huggingface.co/{entry.hf_hub_id}",
+                    metrics_source=entry.metrics_source, citation=entry.citation)
+    dataset = cards.dataset_info(entry.dataset) if entry.dataset else None
+    spec = dict(img_size=list(entry.input_size[1:]), in_chans=entry.input_size[0]) if entry.input_size else None
+    if spec and entry.mean is not None:
+        spec.update(mean=list(entry.mean), std=list(entry.std))
+    out = args.out or tempfile.mkdtemp(prefix="zoo-publish-")
+    written = hub.save_pretrained(model, out, metrics=dict(entry.metrics or {}), dataset=dataset, tag=entry.tag,
+                                  label_names=list(entry.label_names) if entry.label_names else None,
+                                  input_spec=spec, license=entry.license or args.license,
+                                  extra={"hf_hub_id": args.repo_id, "upstream": upstream})
+    log.info("wrote %s (model.safetensors sha256 %s)", out, written["weights"]["sha256"])
+    return out, written, entry.tag, model.zoo_config["name"], model.zoo_config["task"]
+
+
 def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(name)s: %(message)s")
+    if args.pretrained:
+        if args.config or args.checkpoint or args.metrics:
+            raise SystemExit("tools/publish.py: error: --pretrained TAG takes its weights and metrics from the "
+                             "registry; drop --config/--checkpoint/--metrics")
+        out, written, tag, name, task = republish(args)
+        config_name = f"--pretrained {tag}"
+        return _upload(args, out, written, tag, name, task, config_name)
+    if not (args.config and args.checkpoint):
+        raise SystemExit("tools/publish.py: error: give --config and --checkpoint (or --pretrained TAG)")
     metrics, metrics_extra = read_metrics(args.metrics)
     from mmengine.config import Config
     cfg = Config.fromfile(args.config)
@@ -214,6 +257,11 @@ def main(argv=None):
                                   label_names=label_names_from(args, meta), tag=tag,
                                   input_spec=input_spec_from(cfg, args, model), license=args.license, extra=extra)
     log.info("wrote %s (model.safetensors sha256 %s)", out, written["weights"]["sha256"])
+    return _upload(args, out, written, tag, name, task, f"--config {config_name}")
+
+
+def _upload(args, out, written, tag, name, task, source_args):
+    """Upload the written folder in one commit and record it in ``results/<tag>.json`` (unless --no-upload)."""
     if args.no_upload:
         print(f"published folder written to {out} (not uploaded)")
         return 0
@@ -222,7 +270,7 @@ def main(argv=None):
                                             endpoint=args.endpoint,
                                             commit_message=f"Publish {tag} ({name}, {task})")
     record = dict(written, hf_hub_id=args.repo_id, revision=oid,
-                  command=f"tools/publish.py --config {config_name} --repo-id {args.repo_id}")
+                  command=f"tools/publish.py {source_args} --repo-id {args.repo_id}")
     os.makedirs(args.results_dir, exist_ok=True)
     result_path = os.path.join(args.results_dir, f"{tag}.json")
     with open(result_path, "w") as f:

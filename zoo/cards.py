@@ -161,11 +161,19 @@ def model_card(cfg):
         out.append(f"- Data: {dataset['name']}{src}{lic}{desc}.")
     else:
         out.append("- Data: not recorded.")
-    out.append(f"- Recipe: `{cfg['training_config']}` (mmengine config; `tools/train.py {cfg['training_config']}` "
-               f"reproduces it)." if cfg.get("training_config") else "- Recipe: not recorded.")
+    upstream = cfg.get("upstream") or {}
+    if upstream:  # no recipe here: the weights were trained elsewhere
+        out.append(f"- Trained elsewhere and converted to the zoo layout: {upstream.get('source') or '?'} "
+                   f"({upstream.get('url') or '?'}). License of the weights: {cfg.get('license', '?')}.")
+    else:
+        out.append(f"- Recipe: `{cfg['training_config']}` (mmengine config; `tools/train.py "
+                   f"{cfg['training_config']}` reproduces it)." if cfg.get("training_config") else
+                   "- Recipe: not recorded.")
     for key, value in (cfg.get("training") or {}).items():
         out.append(f"- {key}: {value}")
     out += ["", "## Evaluation", ""]
+    if upstream.get("metrics_source"):
+        out += [f"The numbers below are {upstream['metrics_source']}.", ""]
     if cfg.get("metrics"):
         split = (dataset or {}).get("split", "?")
         out += ["| Metric | Value | Dataset | Split |", "|---|---|---|---|"]
@@ -197,7 +205,9 @@ def model_card(cfg):
         else:
             out += ["with torch.no_grad():", "    logits = model(x)  # per-class score maps (B, classes, h, w)"]
     # The mixer's paper, then DeiT, whose layout and recipe the trunk follows.
-    out += ["```", "", "## Citation", "", "```bibtex", (minfo.get("citation") or "").strip(), "", DEIT_CITATION, "```",
+    cites = [upstream.get("citation") or "", minfo.get("citation") or "", DEIT_CITATION]
+    cites = [c.strip() for i, c in enumerate(cites) if c and c.strip() not in [x.strip() for x in cites[:i]]]
+    out += ["```", "", "## Citation", "", "```bibtex", "\n\n".join(cites), "```",
             "", "## Files", "",
             "- `model.safetensors`: weights only (safetensors; no pickle).",
             "- `config.json`: everything needed to rebuild the model (`zoo.load(\"local-dir:/path\")`).",
