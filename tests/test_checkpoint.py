@@ -15,18 +15,7 @@ from safetensors.torch import save_file
 import zoo
 from zoo import checkpoint, convert, hub, upstream
 
-MICRO = dict(num_classes=10, img_size=28, in_chans=1, patch_size=4)
-
-
-def micro(mixer="ff", seed=0):
-    torch.manual_seed(seed)
-    return zoo.load(f"{mixer}_vit_micro", task="cls", **MICRO).eval()
-
-
-def outputs(model, seed=1):
-    x = torch.randn(3, 1, 28, 28, generator=torch.Generator().manual_seed(seed))
-    with torch.no_grad():
-        return model.eval()(x)
+from .test_hub import MICRO, micro, outputs  # the micro classifier and its fixed-input outputs
 
 
 def message_hub_state():

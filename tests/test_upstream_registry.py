@@ -1,5 +1,7 @@
 """The upstream tags in the registry: each builds the architecture its authors published (parameter counts), is
 marked as reported upstream, and ``zoo.load(tag)`` goes through the download-and-convert path."""
+from contextlib import contextmanager
+
 import pytest
 import torch
 
@@ -32,8 +34,11 @@ def test_pretrained_true_picks_the_upstream_tag():
         registry.find_pretrained("ea_vit_base", "seg")
 
 
-def test_load_routes_an_upstream_tag_through_download_and_conversion(tmp_path, monkeypatch):
-    ema, data = eamlp_small(tmp_path, seed=7)
+@contextmanager
+def served_eamlp_tag(tmp_path, monkeypatch, seed):
+    """``ea_t2t_7.cls_in1k`` pointed at a small EAMLP served on 127.0.0.1 (64 px, an empty Hub cache under
+    ``tmp_path``); yields ``(official model, registry entry)`` while the server runs."""
+    ema, data = eamlp_small(tmp_path, seed=seed)
     server = FileServer()
     try:
         url = server.serve("/model_best.pth.tar", data)
@@ -42,9 +47,14 @@ def test_load_routes_an_upstream_tag_through_download_and_conversion(tmp_path, m
         monkeypatch.setitem(registry.PRETRAINED, entry.tag, entry)
         monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        model = zoo.load("ea_t2t_7", pretrained=True).eval()
+        yield ema, entry
     finally:
         server.stop()
+
+
+def test_load_routes_an_upstream_tag_through_download_and_conversion(tmp_path, monkeypatch):
+    with served_eamlp_tag(tmp_path, monkeypatch, seed=7) as (ema, _):
+        model = zoo.load("ea_t2t_7", pretrained=True).eval()
     x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         torch.testing.assert_close(model(x), ema(x), atol=1e-5, rtol=0)
@@ -74,20 +84,11 @@ def test_publish_republishes_a_converted_upstream_tag(tmp_path, monkeypatch):
     spec = importlib.util.spec_from_file_location("zoo_publish", os.path.join(root, "tools", "publish.py"))
     publish = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(publish)
-    ema, data = eamlp_small(tmp_path, seed=3)
-    server = FileServer()
-    try:
-        url = server.serve("/model_best.pth.tar", data)
-        entry = PretrainedCfg.from_dict({**UPSTREAM["ea_t2t_7.cls_in1k"].to_dict(), "url": url,
-                                         "args": dict(num_classes=1000, img_size=64), "input_size": [3, 64, 64]})
-        monkeypatch.setitem(registry.PRETRAINED, entry.tag, entry)
-        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        out = tmp_path / "pub"
+    out = tmp_path / "pub"
+    with served_eamlp_tag(tmp_path, monkeypatch, seed=3) as (ema, entry):
         assert publish.main(["--pretrained", "ea_t2t_7.cls_in1k", "--repo-id", "me/ea_t2t_7", "--out", str(out),
                              "--no-upload"]) == 0
-    finally:
-        server.stop()
+    url = entry.url
     assert sorted(os.listdir(out)) == ["README.md", "config.json", "model.safetensors"]
     model = zoo.load(f"local-dir:{out}").eval()
     x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(0))

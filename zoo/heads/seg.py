@@ -189,9 +189,10 @@ class ZooViTBackbone(BaseModule):
         from fnmatch import fnmatch
 
         from .. import convert
-        if convert.detect_layout(sd) != "zoo":
+        layout = convert.detect_layout(sd)
+        if layout != "zoo":
             raise ValueError(f"init_cfg skip={list(skip)} names zoo trunk keys, but {checkpoint} is in the "
-                             f"{convert.detect_layout(sd)} layout; give a pretrained tag or zoo weights instead.")
+                             f"{layout} layout; give a pretrained tag or zoo weights instead.")
         own = self.trunk.state_dict()
         kept = [k for k in own if any(fnmatch(k, p) for p in skip)]
         if not kept:
