@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import zoo
-from zoo import hub, registry
+from zoo import checkpoint, hub, registry
 
 from hub_server import hub_env  # noqa: F401  (fixture)
 
@@ -376,7 +376,9 @@ def test_every_task_publishes_and_reloads(task, tmp_path):
     assert meta["pipeline_tag"] == pipeline
     loaded = zoo.load(f"local-dir:{tmp_path}").eval()
     assert type(loaded) is type(model)
-    a, b = model.state_dict(), loaded.state_dict()
+    # What a folder holds: the whole state, or the published part of a model that defines one (the GAN's EMA copy).
+    a, b = checkpoint.published_state_dict(model), checkpoint.published_state_dict(loaded)
+    assert set(a) == set(load_file(str(tmp_path / "model.safetensors")))
     assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
     with torch.no_grad():
         if task == "pcls":
@@ -398,3 +400,70 @@ def test_init_only_arguments_are_not_published(tmp_path):
     loaded = zoo.load(f"local-dir:{tmp_path / 'pub'}").eval()
     a, b = model.state_dict(), loaded.state_dict()
     assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# -- what is stored: the GAN's EMA generator, float16 -----------------------------------------------------------------
+def _gan(seed=0):
+    torch.manual_seed(seed)
+    model = zoo.load("sa_vit_micro", task="gen", img_size=16, out_chans=1)
+    with torch.no_grad():  # make the three networks differ, as after training
+        for p in model.generator_ema.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    return model.eval()
+
+
+def test_gan_folder_holds_the_ema_generator_and_loads_it_into_both_generators(tmp_path):
+    model = _gan()
+    cfg = zoo.save_pretrained(model, tmp_path, metrics={"FID": 1.0})
+    stored = load_file(str(tmp_path / "model.safetensors"))
+    ema = model.generator_ema.state_dict()
+    assert set(stored) == {f"generator_ema.{k}" for k in ema}
+    assert cfg["weights"]["num_params"] == sum(v.numel() for v in ema.values() if v.is_floating_point())
+    loaded = zoo.load(f"local-dir:{tmp_path}").eval()
+    for net in (loaded.generator_ema, loaded.generator):  # fine-tuning starts from the published generator
+        got = net.state_dict()
+        assert all(torch.equal(got[k], ema[k]) for k in ema)
+    assert torch.equal(loaded.sample(4, seed=3), model.sample(4, seed=3))
+
+
+def test_a_whole_gan_state_still_loads(tmp_path):
+    """Folders written before the EMA-only layout hold all three networks; they load whole."""
+    model = _gan()
+    zoo.save_pretrained(model, tmp_path, metrics={"FID": 1.0})
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_path / "model.safetensors"))
+    edit_config(tmp_path, weights__sha256=sha256(tmp_path / "model.safetensors"))
+    loaded = zoo.load(f"local-dir:{tmp_path}")
+    a, b = model.state_dict(), loaded.state_dict()
+    assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_gan_folder_missing_an_ema_key_names_it(tmp_path):
+    model = _gan()
+    zoo.save_pretrained(model, tmp_path, metrics={"FID": 1.0})
+    state = load_file(str(tmp_path / "model.safetensors"))
+    gone = sorted(state)[0]
+    del state[gone]
+    save_file(state, str(tmp_path / "model.safetensors"))
+    edit_config(tmp_path, weights__sha256=sha256(tmp_path / "model.safetensors"))
+    with pytest.raises(hub.WeightsMismatchError, match=f"missing keys \\(1\\): {gone}"):
+        zoo.load(f"local-dir:{tmp_path}")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_weights_stored_in_half_precision_load_as_float32(dtype, tmp_path):
+    model = micro("ea")
+    cfg = zoo.save_pretrained(model, tmp_path, metrics={"top1": 1.0}, dtype=dtype)
+    stored = load_file(str(tmp_path / "model.safetensors"))
+    floats = {k: v for k, v in stored.items() if v.is_floating_point()}
+    assert floats and {v.dtype for v in floats.values()} == {getattr(torch, dtype)}
+    assert cfg["weights"]["dtype"] == dtype  # the micro classifier has no integer buffers
+    loaded = zoo.load(f"local-dir:{tmp_path}")
+    own = model.state_dict()
+    for k, v in loaded.state_dict().items():  # cast back to the model's float32, values rounded once
+        assert v.dtype == own[k].dtype and torch.equal(v, own[k].to(getattr(torch, dtype)).to(own[k].dtype))
+    assert os.path.getsize(tmp_path / "model.safetensors") < 0.6 * sum(v.numel() * 4 for v in own.values())
+
+
+def test_an_integer_dtype_is_refused(tmp_path):
+    with pytest.raises(hub.HubError, match="not a floating-point torch dtype"):
+        zoo.save_pretrained(micro(), tmp_path, metrics={"top1": 1.0}, dtype="int8")

@@ -61,6 +61,9 @@ def parse_args(argv=None):
     p.add_argument("--mean", default=None, help="input mean, comma-separated, 0..1 pixel units (default: config)")
     p.add_argument("--std", default=None, help="input std, comma-separated, 0..1 pixel units (default: config)")
     p.add_argument("--license", default="apache-2.0", help="license of the weights (Hub license id)")
+    p.add_argument("--dtype", default=None, choices=("float32", "float16", "bfloat16"),
+                   help="store the weights in this precision (default: as trained); --metrics must then be measured "
+                        "on the stored weights, as tools/make_weights.py does")
     p.add_argument("--out", default=None, help="write the published folder here (default: a temporary folder)")
     p.add_argument("--no-upload", action="store_true", help="only write the folder (--out), do not upload")
     p.add_argument("--results-dir", default=os.path.join(ROOT, "results"), help="where results/<tag>.json goes")
@@ -183,6 +186,9 @@ def republish(args):
         entry = registry.pretrained_cfg(args.pretrained)
     except (KeyError, ValueError) as e:
         raise SystemExit(f"tools/publish.py: error: {e}") from None
+    if args.dtype:
+        raise SystemExit("tools/publish.py: error: --pretrained keeps the upstream weights as converted (its reported "
+                         "metrics were measured on them); drop --dtype")
     if not entry.converter:
         raise SystemExit(f"tools/publish.py: error: {entry.tag} is not an upstream checkpoint (it is published "
                          f"already, as {entry.hf_hub_id}); --pretrained republishes converted upstream weights")
@@ -255,7 +261,8 @@ def main(argv=None):
         config_name = os.path.basename(args.config)
     written = hub.save_pretrained(model, out, metrics=metrics, dataset=dataset, config_name=config_name,
                                   label_names=label_names_from(args, meta), tag=tag,
-                                  input_spec=input_spec_from(cfg, args, model), license=args.license, extra=extra)
+                                  input_spec=input_spec_from(cfg, args, model), license=args.license, extra=extra,
+                                  dtype=args.dtype)
     log.info("wrote %s (model.safetensors sha256 %s)", out, written["weights"]["sha256"])
     return _upload(args, out, written, tag, name, task, f"--config {config_name}")
 

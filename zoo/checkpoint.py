@@ -334,6 +334,21 @@ def _listing(label, items):
     return f"{label} ({len(items)}): {', '.join(items[:SHOW_KEYS])}{more}"
 
 
+def published_state_dict(model):
+    """The weights a published folder of ``model`` holds: ``model.published_state_dict()`` where the model defines
+    one (the GAN publishes its EMA generator only), else the whole ``model.state_dict()``."""
+    publish = getattr(model, "published_state_dict", None)
+    return publish() if publish is not None else model.state_dict()
+
+
+def _published_subset(model, state):
+    """Whether ``state`` holds only the published part of a model that publishes a part (see
+    ``published_state_dict``); then it is checked and loaded against that part alone."""
+    prefix = getattr(model, "PUBLISHED_PREFIX", None)
+    return bool(prefix and state and hasattr(model, "load_published_state_dict")
+                and all(k.startswith(prefix) for k in state))
+
+
 def mismatch(model, state, drop_head=False):
     """``(missing, unexpected, mis-shaped)`` key lists of ``state`` against ``model.state_dict()``.
 
@@ -341,7 +356,7 @@ def mismatch(model, state, drop_head=False):
     ``drop_head``, ``head.*`` entries that do not fit the model are removed from ``state`` (in place) and the
     model's own head may stay.
     """
-    own = model.state_dict()
+    own = published_state_dict(model) if _published_subset(model, state) else model.state_dict()
     missing_ok = set()
     if drop_head:
         for k in [k for k in state if k.startswith("head.")]:
@@ -386,7 +401,14 @@ def check_state_dict(model, state, source, fmt=None, target=None, hint=None, dro
 
 
 def load_state_dict(model, state, source, fmt=None, **check):
-    """``check_state_dict`` then ``model.load_state_dict(state, strict=True)``; returns ``model``."""
+    """``check_state_dict`` then ``model.load_state_dict(state, strict=True)``; returns ``model``.
+
+    A model that publishes part of its weights (``published_state_dict``) also takes a state of just that part,
+    checked strictly against it. Floating tensors of another precision (a float16 published folder) are cast to the
+    model's own by ``load_state_dict``.
+    """
     check_state_dict(model, state, source, fmt, **check)
+    if _published_subset(model, state):
+        return model.load_published_state_dict(state)
     model.load_state_dict(state, strict=not check.get("drop_head", False))
     return model

@@ -234,13 +234,16 @@ def _metric_value(name, value):
 
 
 def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=None, label_names=None, tag=None,
-                    input_spec=None, license="apache-2.0", extra=None):
+                    input_spec=None, license="apache-2.0", extra=None, dtype=None):
     """Write ``model`` as a published folder: ``model.safetensors``, ``config.json`` and ``README.md``.
 
     Args:
         model: A zoo model (built by ``zoo.load``; its ``zoo_config`` says how to rebuild it).
         save_dir: Folder to write (created if needed; the three files are overwritten).
         metrics, dataset, config_name, label_names, tag, input_spec, license, extra: See ``make_config``.
+        dtype: Store floating tensors in this precision (``torch.float16`` / ``"float16"``, ``"bfloat16"``); by
+            default as the model holds them. Loading casts them back to the model's precision, so the metrics
+            given must be measured on the weights as stored (``tools/make_weights.py`` tests the written folder).
 
     Returns:
         The ``config.json`` dict that was written (its ``weights`` entry holds the file's sha256).
@@ -252,7 +255,9 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
                       label_names=label_names, input_spec=input_spec, license=license, extra=extra)
     os.makedirs(save_dir, exist_ok=True)
     # Clone: safetensors refuses tensors that share storage, and a clone also drops any view/offset.
-    state = {k: v.detach().to("cpu").contiguous().clone() for k, v in model.state_dict().items()}
+    cast = _float_dtype(dtype)
+    state = {k: v.detach().to("cpu", dtype=cast if cast is not None and v.is_floating_point() else None)
+             .contiguous().clone() for k, v in checkpoint.published_state_dict(model).items()}
     if not state:
         raise HubError(f"{cfg['name']} has an empty state dict; nothing to save")
     header = {"format": "pt", "zoo_name": cfg["name"], "zoo_task": cfg["task"],
@@ -269,6 +274,18 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
     with open(os.path.join(save_dir, CARD_NAME), "w") as f:
         f.write(cards.model_card(cfg))
     return cfg
+
+
+def _float_dtype(dtype):
+    """``None`` or the floating torch dtype named by ``dtype`` (a ``torch.dtype`` or its name)."""
+    import torch
+    if dtype is None or isinstance(dtype, torch.dtype):
+        out = dtype
+    else:
+        out = getattr(torch, str(dtype).replace("torch.", ""), None)
+    if out is not None and (not isinstance(out, torch.dtype) or not out.is_floating_point):
+        raise HubError(f"dtype {dtype!r} is not a floating-point torch dtype (float32, float16, bfloat16)")
+    return out
 
 
 # -- reading ------------------------------------------------------------------------------------------------------

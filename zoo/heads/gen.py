@@ -29,6 +29,11 @@ Sizing by the backbone size (``zoo.backbones.vit.SIZES``: embed_dim E, depth L, 
   micro 64, tiny 192, small and base 256; a 1x1 conv maps ch <-> E when they differ.
 
 ``sample(n, seed)`` draws from the EMA copy of the generator (``generator_ema``) in eval mode.
+
+A published folder holds the EMA generator only (``PUBLISHED_PREFIX``): it is what sampling and FID use, and a
+third of the whole GAN's weights. Loading such a folder also copies it into ``generator`` (so fine-tuning starts
+from it); the discriminator keeps its fresh initialisation. The training checkpoint of ``tools/train.py`` keeps all
+three networks, for resuming.
 """
 import math
 
@@ -242,6 +247,23 @@ class GAN(nn.Module):
         self.generator_ema.load_state_dict(self.generator.state_dict())
         self.generator_ema.requires_grad_(False)
         self.generator_ema.eval()
+
+    #: The part of the state dict that a published folder holds (``zoo.hub.save_pretrained``).
+    PUBLISHED_PREFIX = "generator_ema."
+
+    def published_state_dict(self):
+        """The EMA generator's weights, under their full names (``generator_ema.*``)."""
+        return {self.PUBLISHED_PREFIX + k: v for k, v in self.generator_ema.state_dict().items()}
+
+    def load_published_state_dict(self, state):
+        """Load the EMA generator's weights (``published_state_dict``'s keys) and copy them into ``generator``.
+
+        The keys must already have been checked (``zoo.checkpoint.load_state_dict`` does).
+        """
+        n = len(self.PUBLISHED_PREFIX)
+        self.generator_ema.load_state_dict({k[n:]: v for k, v in state.items()}, strict=True)
+        self.generator.load_state_dict(self.generator_ema.state_dict(), strict=True)
+        return self
 
     def train(self, mode=True):
         """Train/eval the generator and discriminator; the EMA generator always stays in eval mode."""
