@@ -21,6 +21,7 @@ def test_upstream_tag_builds_the_published_architecture(tag):
     assert e is UPSTREAM[tag] or e == UPSTREAM[tag]
     assert e.metrics_source.startswith("reported upstream, not measured here") and e.metrics and e.converter
     assert (e.url or e.hf_hub_id) and e.license
+    assert e.citation and e.citation.lstrip().startswith("@")  # the weights' own paper(s), BibTeX
     model = registry.build(e.model, task=e.task, **e.args)
     assert sum(p.numel() for p in model.parameters()) == e.num_params
     if e.url and "-" in e.file and e.sha256:  # torch.hub's name-<sha256 prefix>.pth convention
@@ -101,5 +102,9 @@ def test_publish_republishes_a_converted_upstream_tag(tmp_path, monkeypatch):
     assert f"license: {entry.license}" in card and "reported upstream, not measured here" in card
     from zoo import mixers
     assert mixers.info("ea")["citation"].strip().splitlines()[0] in card and url in card  # EANet's paper
+    # The entry's papers (EANet, then T2T-ViT, whose front end EAMLP uses), each cited once although EANet is
+    # also the mixer's paper, and DeiT, which every card cites.
+    keys = [line for line in card.splitlines() if line.startswith("@")]
+    assert keys == ["@article{guo2021external,", "@inproceedings{yuan2021t2tvit,", "@inproceedings{touvron2021deit,"]
     with pytest.raises(SystemExit, match="not an upstream checkpoint"):
         publish.main(["--pretrained", "sa_vit_micro.cls_fmnist", "--repo-id", "me/x", "--no-upload"])

@@ -14,6 +14,7 @@ import re
 from .backbones.vit import SIZES
 from . import mixers, registry
 from .datasets import DATASETS
+from .pretrained import DEIT_CITATION
 
 # What a card (and the ``dataset`` entry of a published config.json) says about a dataset: these fields of the
 # dataset's record in ``zoo.datasets.DATASETS``, plus its class names as ``label_names``.
@@ -35,13 +36,7 @@ METRIC_TYPES = [
 ]
 
 
-DEIT_CITATION = """@inproceedings{touvron2021deit,
-  title     = {Training data-efficient image transformers \\& distillation through attention},
-  author    = {Touvron, Hugo and Cord, Matthieu and Douze, Matthijs and Massa, Francisco and
-               Sablayrolles, Alexandre and J{\\'e}gou, Herv{\\'e}},
-  booktitle = {International Conference on Machine Learning},
-  year      = {2021}
-}"""
+
 
 
 def dataset_info(dataset):
@@ -205,8 +200,11 @@ def model_card(cfg):
         else:
             out += ["with torch.no_grad():", "    logits = model(x)  # per-class score maps (B, classes, h, w)"]
     # The mixer's paper, then DeiT, whose layout and recipe the trunk follows.
-    cites = [upstream.get("citation") or "", minfo.get("citation") or "", DEIT_CITATION]
-    cites = [c.strip() for i, c in enumerate(cites) if c and c.strip() not in [x.strip() for x in cites[:i]]]
+    cites = []
+    for block in (upstream.get("citation") or "", minfo.get("citation") or "", DEIT_CITATION):
+        for entry in (e.strip() for e in block.split("\n\n")):  # one BibTeX entry each, cited once
+            if entry and entry not in cites:
+                cites.append(entry)
     out += ["```", "", "## Citation", "", "```bibtex", "\n\n".join(cites), "```",
             "", "## Files", "",
             "- `model.safetensors`: weights only (safetensors; no pickle).",

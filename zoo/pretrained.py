@@ -20,6 +20,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from . import mixers
 from .datasets import DATASETS
 
 INDEX_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained.json")
@@ -201,6 +202,35 @@ def index_text(entries):
 # access pins them.
 _REPORTED = "reported upstream, not measured here"
 
+# BibTeX of the upstream weights' papers (facts from the papers and repositories; the mixers' own papers are in
+# ``zoo.mixers``). A card cites the entry's papers, then the mixer's, then DeiT (whose layout the trunk follows).
+DEIT_CITATION = """@inproceedings{touvron2021deit,
+  title     = {Training data-efficient image transformers \\& distillation through attention},
+  author    = {Touvron, Hugo and Cord, Matthieu and Douze, Matthijs and Massa, Francisco and
+               Sablayrolles, Alexandre and J{\\'e}gou, Herv{\\'e}},
+  booktitle = {International Conference on Machine Learning},
+  year      = {2021}
+}"""
+UPERNET_CITATION = """@inproceedings{xiao2018upernet,
+  title     = {Unified Perceptual Parsing for Scene Understanding},
+  author    = {Xiao, Tete and Liu, Yingcheng and Zhou, Bolei and Jiang, Yuning and Sun, Jian},
+  booktitle = {European Conference on Computer Vision},
+  year      = {2018}
+}"""
+MMSEG_CITATION = """@misc{mmseg2020,
+  title        = {{MMSegmentation}: OpenMMLab Semantic Segmentation Toolbox and Benchmark},
+  author       = {MMSegmentation Contributors},
+  howpublished = {\\url{https://github.com/open-mmlab/mmsegmentation}},
+  year         = {2020}
+}"""
+T2T_CITATION = """@inproceedings{yuan2021t2tvit,
+  title     = {Tokens-to-Token ViT: Training Vision Transformers from Scratch on ImageNet},
+  author    = {Yuan, Li and Chen, Yunpeng and Wang, Tao and Yu, Weihao and Shi, Yujun and Jiang, Zi-Hang and
+               Tay, Francis E. H. and Feng, Jiashi and Yan, Shuicheng},
+  booktitle = {IEEE/CVF International Conference on Computer Vision},
+  year      = {2021}
+}"""
+
 
 def _dataset_fields(key, num_classes):
     """The dataset fields of an upstream entry, from its record in ``zoo.datasets.DATASETS``."""
@@ -229,7 +259,7 @@ def upstream_entries():
             metrics_source=f"{_REPORTED} (DeiT paper, Table 1)", num_params=params, license="apache-2.0",
             source=f"DeiT (Touvron et al. 2021), timm's Hub repo; original file "
                    f"https://dl.fbaipublicfiles.com/deit/deit_{size}_patch16_224-{sha}.pth",
-            extra=dict(crop_pct=0.875, interpolation="bicubic")))
+            citation=DEIT_CITATION, extra=dict(crop_pct=0.875, interpolation="bicubic")))
     for size, path, sha, miou, ms, params, cfg in (
             ("small", "upernet_deit-s16_mln_512x512_160k_ade20k/"
                       "upernet_deit-s16_mln_512x512_160k_ade20k_20210621_161021-fb9a5dfb.pth",
@@ -245,6 +275,7 @@ def upstream_entries():
             input_size=(3, 512, 512), **_ADE, metrics={"mIoU": miou, "mIoU_ms_flip": ms}, num_params=params,
             metrics_source=f"{_REPORTED} (mmsegmentation configs/vit/metafile.yaml, {cfg})", license="apache-2.0",
             source=f"mmsegmentation UPerNet + DeiT-{size[0].upper()}16 + MLN, 8x2 160k iterations on ADE20K, {cfg}",
+            citation="\n\n".join((UPERNET_CITATION, MMSEG_CITATION, DEIT_CITATION)),
             extra=dict(mmseg_config=cfg, test_mode="whole")))
     for size, top1, params in (("tiny", 61.4, 7676332), ("base", 74.9, 61943020)):
         entries.append(PretrainedCfg(
@@ -254,7 +285,7 @@ def upstream_entries():
             metrics={"top1": top1}, metrics_source=f"{_REPORTED} (the FF-only repository's README)",
             num_params=params, license="other",  # the repository has no LICENSE file
             source="Melas-Kyriazi 2021, 'Do You Even Need Attention?', GitHub release v0.0.1 (DeiT main.py "
-                   "container, weights under 'model')",
+                   "container, weights under 'model')", citation=mixers.info("ff")["citation"],
             extra=dict(state_dict_key="model", crop_pct=0.875, interpolation="bicubic")))
     entries.append(PretrainedCfg(
         tag="ea_t2t_7.cls_in1k", hf_hub_id=f"{HUB_ORG}/ea_t2t_7.cls_in1k", file="model_best.pth.tar", url=_EANET,
@@ -263,6 +294,6 @@ def upstream_entries():
         metrics_source=f"{_REPORTED} (EANet EAMLP/EAMLP_7_384/summary.csv, EMA weights)",
         license="other",  # no LICENSE in the EANet repository; its EAMLP code carries T2T-ViT's Clear BSD header
         source="Guo et al. 2021, EANet EAMLP-7 (T2T-ViT-7 front end, performer tokens, External Attention blocks), "
-               "300 epochs at 384",
+               "300 epochs at 384", citation="\n\n".join((mixers.info("ea")["citation"], T2T_CITATION)),
         extra=dict(state_dict_key="state_dict_ema", crop_pct=0.9, interpolation="bicubic")))
     return {e.tag: e for e in entries}
