@@ -53,8 +53,19 @@ def test_the_config_set():
     ade = {f"{h}_{m}-vit-{s}_8xb2-160k_ade20k-512x512.py" for h in heads for m in ("sa", "ea", "effa", "ff")
            for s in ("tiny", "small", "base")}
     assert ade <= set(names) and len(ade) == 24
+    # Both heads at the short schedule (their comparison), and UPerNet at the 4x schedule of the bundled weights.
     assert {n for n in names if "fashion-scenes" in n} == {
-        f"{h}_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py" for h in heads for m in ("sa", "ea", "effa", "ff")}
+        f"{h}_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py" for h in heads for m in ("sa", "ea", "effa", "ff")
+    } | {f"upernet_{m}-vit-micro_1xb16-6000_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")}
+
+
+def test_the_long_scenes_schedule_is_the_short_one_run_longer():
+    short = _cfg(os.path.join(ROOT, "configs/seg/upernet_ea-vit-micro_1xb16-1500_fashion-scenes-64x64.py"))
+    long = _cfg(os.path.join(ROOT, "configs/seg/upernet_ea-vit-micro_1xb16-6000_fashion-scenes-64x64.py"))
+    assert (short.train_cfg.max_iters, long.train_cfg.max_iters) == (1500, 6000)
+    assert long.param_scheduler[1].end == 6000 and long.default_hooks.checkpoint.interval == 6000
+    assert long.param_scheduler[0] == short.param_scheduler[0] and long.optim_wrapper == short.optim_wrapper
+    assert long.model == short.model and long.train_dataloader == short.train_dataloader
 
 
 def test_ade20k_recipe_numbers():
