@@ -53,7 +53,7 @@ def test_the_config_set():
     ade = {f"{h}_{m}-vit-{s}_8xb2-160k_ade20k-512x512.py" for h in heads for m in ("sa", "ea", "effa", "ff")
            for s in ("tiny", "small", "base")}
     assert ade <= set(names) and len(ade) == 24
-    # Both heads at the short schedule (their comparison), and UPerNet at the 4x schedule of the bundled weights.
+    # Both heads at the short schedule (the bundled weights, the heads' comparison), and UPerNet at the 4x schedule.
     assert {n for n in names if "fashion-scenes" in n} == {
         f"{h}_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py" for h in heads for m in ("sa", "ea", "effa", "ff")
     } | {f"upernet_{m}-vit-micro_1xb16-6000_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")}
