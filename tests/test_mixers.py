@@ -177,10 +177,16 @@ def test_token_blocked_forward_matches_paper_formula(name, chunk):
     torch.testing.assert_close(g_out, g_ref, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("onednn", [True, False], ids=["onednn", "f_linear"])
 @pytest.mark.parametrize("name", sorted(REFS))
-def test_float32_inference_path_matches_paper_formula(name):
-    """Under no_grad in float32 the CPU inference path (oneDNN linear, folded weights) runs; compare it with the
-    float64 reference."""
+def test_float32_inference_path_matches_paper_formula(name, onednn, monkeypatch):
+    """Under no_grad in float32 the CPU inference path (folded weights; oneDNN's linear where the CPU default or
+    ZOO_ONEDNN_LINEAR turns it on) runs; compare both linears with the float64 reference, whatever this CPU's
+    default."""
+    import zoo.layers.linear as L
+    if onednn and L.ONEDNN_OP is None:
+        pytest.skip("this torch build has no oneDNN linear")
+    monkeypatch.setattr(L, "_ONEDNN_LINEAR", L.ONEDNN_OP if onednn else None)
     torch.manual_seed(3)
     m = mixers.build(name, dim=C, num_heads=H, num_tokens=N).eval()
     if hasattr(m, "chunk_tokens"):
@@ -190,3 +196,12 @@ def test_float32_inference_path_matches_paper_formula(name):
         out = m(x)
         ref = REFS[name](m.double(), x.double())
     torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=0)
+
+
+def test_onednn_linear_is_on_by_default_only_where_it_measured_faster():
+    from zoo.layers.linear import default_enabled
+    assert default_enabled("AVX512", env="")[0] is True
+    assert default_enabled("AVX2", env="")[0] is False and "slower" in default_enabled("AVX2", env="")[1]
+    assert default_enabled("DEFAULT", env="")[0] is False
+    assert default_enabled("AVX2", env="1") == (True, "ZOO_ONEDNN_LINEAR=1")
+    assert default_enabled("AVX512", env="0") == (False, "ZOO_ONEDNN_LINEAR=0")

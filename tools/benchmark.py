@@ -389,13 +389,17 @@ def _bf16_call(m, x):
 
 def bench_linear(args):
     """oneDNN's fused linear (``zoo.layers.linear``) against ``F.linear`` in one process: the classifiers' forward
-    with the fast path on and off (``_ONEDNN_LINEAR`` set to None), interleaved round by round."""
+    with the fast path on and off (``_ONEDNN_LINEAR`` set to the op or None), interleaved round by round, whatever
+    this CPU's default is (printed)."""
     import zoo
     import zoo.layers.linear as L
-    fused = L._ONEDNN_LINEAR
+    default = L._ONEDNN_LINEAR
+    fused = L.ONEDNN_OP
     if fused is None:
         print("  linear: this torch has no oneDNN linear; nothing to compare")
         return []
+    on, why = L.default_enabled()
+    print(f"  default here: {'oneDNN linear' if on else 'F.linear'} ({why})", flush=True)
     torch.manual_seed(0)
     x = torch.randn(args.batch, 3, args.img_size, args.img_size)
     rows = []
@@ -415,7 +419,7 @@ def bench_linear(args):
                         m(x)
                         times[impl].append(time.perf_counter() - t)
         finally:
-            L._ONEDNN_LINEAR = fused
+            L._ONEDNN_LINEAR = default
         a, b = times["oneDNN linear"], times["F.linear"]
         row = dict(model=name, batch=args.batch, img_size=args.img_size, onednn_ms=statistics.median(a) * 1e3,
                    f_linear_ms=statistics.median(b) * 1e3, runs=len(a))

@@ -1,20 +1,46 @@
-"""Linear layers through oneDNN for CPU inference.
+"""Linear layers through oneDNN for CPU inference, on the CPUs where that measured faster.
 
-On these CPUs oneDNN's fused linear (the kernel ``torch.compile`` uses on CPU) runs the ViT's GEMMs about 10% faster
-than ``F.linear`` (MKL ``addmm``, which first copies the bias into the output), and fuses the exact GELU of the MLP.
-The result is the same linear map (float32 rounding aside). It is used only where nothing can notice the bypass of
-``nn.Linear.__call__``: no autograd (``no_grad`` / ``inference_mode``), float32 CPU tensors outside autocast and
-outside ``torch.compile`` tracing, and plain ``nn.Linear`` modules without hooks (a wrapped or hooked layer, e.g. a
-LoRA adapter or a feature-extraction hook, always runs through its own ``forward``).
+oneDNN's fused linear (the kernel ``torch.compile`` uses on CPU) computes the same linear map as ``F.linear`` (MKL
+``addmm``, which first copies the bias into the output; float32 rounding aside) and fuses the exact GELU of the MLP.
+Whether it is faster depends on the CPU (``tools/benchmark.py --only linear``, one process, interleaved rounds,
+torch 2.13.0+cpu; docs/BENCHMARKS.md): on an AVX-512 AMD EPYC (Zen 4) ``F.linear`` took 1.25x (``sa_vit_small``) and
+1.14x (``sa_vit_base``) oneDNN's time at batch 8, 224 px; on an AVX2-only AMD EPYC it took 0.87x / 0.89x, i.e. oneDNN
+was slower. So it is on by default only where torch's CPU capability is AVX512; ``ZOO_ONEDNN_LINEAR=1`` / ``0``
+forces it on or off.
+
+It is used only where nothing can notice the bypass of ``nn.Linear.__call__``: no autograd (``no_grad`` /
+``inference_mode``), float32 CPU tensors outside autocast and outside ``torch.compile`` tracing, and plain
+``nn.Linear`` modules without hooks (a wrapped or hooked layer, e.g. a LoRA adapter or a feature-extraction hook,
+always runs through its own ``forward``).
 """
+import os
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 try:
-    _ONEDNN_LINEAR = torch.ops.mkldnn._linear_pointwise
-except (AttributeError, RuntimeError):  # a torch build without oneDNN
-    _ONEDNN_LINEAR = None
+    ONEDNN_OP = torch.ops.mkldnn._linear_pointwise  # what this torch build has (None: no oneDNN)
+except (AttributeError, RuntimeError):
+    ONEDNN_OP = None
+# CPU capabilities (torch.backends.cpu.get_cpu_capability()) on which the op measured faster than F.linear.
+FASTER_ON = ("AVX512",)
+
+
+def default_enabled(capability=None, env=None):
+    """``(on, why)``: whether CPU inference uses oneDNN's linear by default here, and the reason in words."""
+    env = os.environ.get("ZOO_ONEDNN_LINEAR") if env is None else env
+    if env is not None and env.strip() != "":
+        on = env.strip().lower() not in ("0", "false", "no", "off")
+        return on, f"ZOO_ONEDNN_LINEAR={env.strip()}"
+    capability = capability or torch.backends.cpu.get_cpu_capability()
+    if capability in FASTER_ON:
+        return True, f"CPU capability {capability}: oneDNN's linear measured faster than F.linear"
+    return False, f"CPU capability {capability}: oneDNN's linear measured slower than F.linear (AVX2 EPYC)"
+
+
+# The op the layers use (None: F.linear). Set once at import from the CPU; tools/benchmark.py switches it.
+_ONEDNN_LINEAR = ONEDNN_OP if ONEDNN_OP is not None and default_enabled()[0] else None
 
 
 def _compiling():
