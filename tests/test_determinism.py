@@ -19,7 +19,7 @@ def test_same_seed_same_weights(tmp_path):
     write_fmnist(tmp_path / "fmnist", n_train=32)
     cfg = tiny_config(tmp_path, tmp_path / "fmnist", max_iters=3, extra="""
 train_dataloader = dict(dataset=dict(pipeline=[dict(type='ClsRandomCrop', size=28, padding=2),
-                                               dict(type='ClsRandomFlip', prob=0.5),
+                                               dict(type='RandomFlip', prob=0.5, direction='horizontal'),
                                                dict(type='PackClsInputs', mean=(128.,), std=(64.,))]))
 """)
     a, b, c = (_train(tmp_path, cfg, n, s) for n, s in (("a", 0), ("b", 0), ("c", 1)))

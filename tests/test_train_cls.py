@@ -127,7 +127,7 @@ def test_image_folder_layout_and_pipeline(tmp_path):
         for i in range(2):
             Image.new("RGB", (40, 30), rgb).save(tmp_path / "train" / name / f"{i}.png")
     (tmp_path / "train" / "dog" / "notes.txt").write_text("not an image")
-    pipeline = [dict(type="ClsLoadImage"), dict(type="ClsResize", size=20), dict(type="ClsCenterCrop", size=16),
+    pipeline = [dict(type="ClsLoadImage"), dict(type="ClsResize", size=20), dict(type="CenterCrop", crop_size=16),
                 dict(type="PackClsInputs", mean=(100.0, 100.0, 100.0), std=(50.0, 50.0, 50.0))]
     ds = cls.ImageFolder(data_root=str(tmp_path / "train"), pipeline=pipeline)
     assert ds.metainfo["classes"] == ("cat", "dog") and len(ds) == 4
@@ -156,7 +156,8 @@ def test_random_crop_is_a_window_of_the_padded_image():
         assert len(match) == 1
         seen.add(match[0])
     assert len(seen) > 5  # the offsets vary
-    flipped = cls.ClsRandomFlip(prob=1.0)(dict(img=img))["img"]
+    from mmengine.registry import TRANSFORMS  # mmcv's flip, registered by tasks.cls, on an HxWx1 image
+    flipped = TRANSFORMS.build(dict(type="RandomFlip", prob=1.0, direction="horizontal"))(dict(img=img))["img"]
     np.testing.assert_array_equal(flipped, img[:, ::-1])
 
 

@@ -4,9 +4,9 @@ from .. import common  # noqa: F401  (CPU DDP wrapper, safe checkpoint loading, 
 from .datasets import FashionMNIST, ImageFolder, read_idx
 from .metrics import TopKAccuracy
 from .model import MixupCutmix, ZooClassifier
-from .transforms import (ClsCenterCrop, ClsLoadImage, ClsPad, ClsRandomCrop, ClsRandomFlip, ClsRandomResizedCrop,
+from .transforms import (ClsLoadImage, ClsPad, ClsRandomCrop, ClsRandomResizedCrop,
                          ClsResize, PackClsInputs)
 
-__all__ = ["ClsCenterCrop", "ClsLoadImage", "ClsPad", "ClsRandomCrop", "ClsRandomFlip", "ClsRandomResizedCrop",
+__all__ = ["ClsLoadImage", "ClsPad", "ClsRandomCrop", "ClsRandomResizedCrop",
            "ClsResize", "FashionMNIST", "ImageFolder", "MixupCutmix", "PackClsInputs", "TopKAccuracy", "ZooClassifier",
            "read_idx"]

@@ -1,15 +1,19 @@
 """Classification transforms on ``HxWxC`` uint8 numpy images (PIL for decoding and resizing; no torchvision).
 
 Each transform is a callable on the sample dict, registered in mmengine's ``TRANSFORMS`` so configs name them:
-``ClsLoadImage``, ``ClsResize``, ``ClsCenterCrop``, ``ClsPad``, ``ClsRandomCrop``, ``ClsRandomResizedCrop``
-(Szegedy et al., Inception v1 / the DeiT training crop), ``ClsRandomFlip`` and ``PackClsInputs`` (normalise, to a
-``CxHxW`` float tensor). Random choices draw from numpy's global generator, which mmengine seeds per
-worker and rank.
+``ClsLoadImage`` (RGB through PIL), ``ClsResize`` (shorter side), ``ClsPad``, ``ClsRandomCrop`` (padded random
+window, the CIFAR-style crop), ``ClsRandomResizedCrop`` (Szegedy et al., Inception v1 / the DeiT training crop) and
+``PackClsInputs`` (normalise, to a ``CxHxW`` float tensor). Where mmcv already has the transform, configs use
+mmcv's: ``RandomFlip`` (``prob``, ``direction='horizontal'``) and ``CenterCrop`` (``crop_size``), registered in the
+same registry by importing ``mmcv.transforms`` here. mmcv has no shorter-side resize, padded random crop or random
+resized crop (those live in mmpretrain, which this project does not install), and its image loader returns BGR, so
+those stay. Random choices draw from numpy's global generator, which mmengine seeds per worker and rank.
 """
 import math
 
 import numpy as np
 import torch
+import mmcv.transforms  # noqa: F401  (registers mmcv's RandomFlip, CenterCrop in mmengine's TRANSFORMS)
 from mmengine.registry import TRANSFORMS
 from PIL import Image
 
@@ -69,22 +73,6 @@ class ClsResize:
         else:
             hw = _pair(self.size)
         results["img"] = _resize(img, hw, self.interpolation)
-        return results
-
-
-@TRANSFORMS.register_module()
-class ClsCenterCrop:
-    """Crop the central ``size`` (int or (h, w)); an image smaller than the crop is zero-padded first."""
-
-    def __init__(self, size):
-        self.size = _pair(size)
-
-    def __call__(self, results):
-        img = ClsPad(size=self.size)(dict(img=results["img"]))["img"]
-        h, w = img.shape[:2]
-        th, tw = self.size
-        top, left = (h - th) // 2, (w - tw) // 2
-        results["img"] = img[top:top + th, left:left + tw]
         return results
 
 
@@ -161,19 +149,6 @@ class ClsRandomResizedCrop:
         img = results["img"]
         top, left, ch, cw = self._window(*img.shape[:2])
         results["img"] = _resize(img[top:top + ch, left:left + cw], self.size, self.interpolation)
-        return results
-
-
-@TRANSFORMS.register_module()
-class ClsRandomFlip:
-    """Mirror the image left-right with probability ``prob``."""
-
-    def __init__(self, prob=0.5):
-        self.prob = prob
-
-    def __call__(self, results):
-        if np.random.rand() < self.prob:
-            results["img"] = results["img"][:, ::-1]
         return results
 
 

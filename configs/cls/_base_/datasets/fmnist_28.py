@@ -6,7 +6,7 @@ mean, std = (72.94,), (90.02,)  # of the 60,000 training images, 0..255 scale
 
 train_pipeline = [
     dict(type='ClsRandomCrop', size=28, padding=2),
-    dict(type='ClsRandomFlip', prob=0.5),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='PackClsInputs', mean=mean, std=std),
 ]
 test_pipeline = [dict(type='PackClsInputs', mean=mean, std=std)]

@@ -1,6 +1,6 @@
 # ImageNet-1k (or any dataset) in the ImageFolder layout: data/imagenet/{train,val}/<class>/<image>.
-# Pipelines follow DeiT (Touvron et al., 2021): ClsRandomResizedCrop 224 (bicubic) + flip for training;
-# resize the shorter side to 256 and centre-crop 224 for evaluation. Not implemented here (see docs/training.md):
+# Pipelines follow DeiT (Touvron et al., 2021): ClsRandomResizedCrop 224 (bicubic) + mmcv's RandomFlip for training;
+# resize the shorter side to 256 and centre-crop 224 (mmcv's CenterCrop) for evaluation. Not implemented here (see docs/training.md):
 # RandAugment rand-m9-mstd0.5-inc1, random erasing 0.25, repeated augmentation.
 dataset_type = 'ImageFolder'
 data_root = 'data/imagenet'
@@ -9,13 +9,13 @@ mean, std = (123.675, 116.28, 103.53), (58.395, 57.12, 57.375)  # ImageNet RGB, 
 train_pipeline = [
     dict(type='ClsLoadImage'),
     dict(type='ClsRandomResizedCrop', size=224, interpolation='bicubic'),
-    dict(type='ClsRandomFlip', prob=0.5),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='PackClsInputs', mean=mean, std=std),
 ]
 test_pipeline = [
     dict(type='ClsLoadImage'),
     dict(type='ClsResize', size=256, interpolation='bicubic'),
-    dict(type='ClsCenterCrop', size=224),
+    dict(type='CenterCrop', crop_size=224),
     dict(type='PackClsInputs', mean=mean, std=std),
 ]
 
