@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -72,3 +73,27 @@ def test_linear_section_restores_the_fast_path(bench):
     assert L._ONEDNN_LINEAR is default  # the CPU's choice is back, whatever the benchmark switched
     if L.ONEDNN_OP is not None:  # compared on every CPU, also where it is off by default
         assert rows[0]["model"] == "sa_vit_micro" and rows[0]["runs"] == 2 and rows[0]["F.linear / oneDNN"] > 0
+
+
+def test_gemm_shapes_of_a_micro_vit_by_hand(bench):
+    """sa_vit_micro at 28 px, patch 4, batch 2: 49 patches + the class token = 50 tokens per image, width 64, MLP 256,
+    4 blocks, 10 classes (the shapes written out from the architecture, not read from the code under test)."""
+    import zoo
+    m = zoo.load("sa_vit_micro", num_classes=10, img_size=28, in_chans=1, patch_size=4).eval()
+    shapes = bench.gemm_shapes(m, torch.randn(2, 1, 28, 28))
+    d, t = 64, 2 * 50
+    assert shapes == {(2 * 49, 1 * 4 * 4, d, True): 1,  # the patch embedding as a GEMM of its patches
+                      (t, d, 3 * d, True): 4, (t, d, d, True): 4,  # qkv and proj per block
+                      (t, d, 4 * d, True): 4, (t, 4 * d, d, True): 4,  # the MLP
+                      (2, d, 10, True): 1}  # the head on the class token
+    assert not any(mod._forward_hooks for mod in m.modules())  # the recording hooks are gone
+
+
+def test_gemm_section_reports_a_share(bench):
+    args = bench.parse_args(["--only", "gemm", "--models", "sa_vit_micro", "--batch", "2", "--img-size", "32",
+                             "--min-run-time", "0.02"])
+    args.threads = 1  # main() sets it from torch
+    row, = bench.bench_gemm(args)
+    assert row["model"] == "sa_vit_micro" and row["gemms"] == 1 + 4 * 4 + 1 and row["shapes"] == 6
+    assert 0 < row["model / GEMM rate"] and row["gemm_gflops"] > 0
+    assert abs(row["model / GEMM rate"] - row["gemms_alone_ms"] / row["model_ms"]) < 1e-9

@@ -39,6 +39,8 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   row, exceed ``--seg-max-seconds`` or the available memory are skipped with the estimate printed.
 - **linear** (``--only linear``): the classifiers with oneDNN's fused linear (``zoo.layers.linear``, the CPU
   inference fast path) and with it switched off (``F.linear``), interleaved round by round in one process.
+- **gemm** (``--only gemm``): a classifier's forward (default ``sa_vit_base``) against its own GEMMs timed alone
+  at their exact shapes through the same linear: the share of the GEMM rate the whole forward reaches.
 - **seg heads** (``--only seg-heads``): neck + decode head alone on four random ``*_vit_tiny`` maps of a 1024-pixel
   image, for UPerNet and the light-head candidates (how the light head was chosen).
 - **tasks** (``--tasks``): rows returned by ``tasks/<task>/bench.py:run(quick)`` for every task that has one.
@@ -431,6 +433,78 @@ def bench_linear(args):
     return rows
 
 
+# -- GEMM share ------------------------------------------------------------------------------------------------------
+def gemm_shapes(model, x):
+    """``{(M, K, N, bias): count}`` of the matrix products of one forward of ``model`` on ``x``: every
+    ``nn.Linear`` call (recorded by forward hooks on a copy-free trial run; the hooks are removed before timing, as
+    they switch off the fused path) and a stride-equals-kernel patch-embedding conv, which is a GEMM of its patches."""
+    shapes, handles = {}, []
+
+    def record(mod, inp, out):
+        k, n = mod.in_features, mod.out_features
+        key = (inp[0].numel() // k, k, n, mod.bias is not None)
+        shapes[key] = shapes.get(key, 0) + 1
+
+    def record_conv(mod, inp, out):
+        k = mod.in_channels * mod.kernel_size[0] * mod.kernel_size[1]
+        key = (out.shape[0] * out.shape[2] * out.shape[3], k, mod.out_channels, mod.bias is not None)
+        shapes[key] = shapes.get(key, 0) + 1
+
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Linear):
+            handles.append(mod.register_forward_hook(record))
+        elif isinstance(mod, torch.nn.Conv2d) and mod.kernel_size == mod.stride and mod.groups == 1:
+            handles.append(mod.register_forward_hook(record_conv))
+    try:
+        with torch.inference_mode():
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return shapes
+
+
+def bench_gemm(args):
+    """How close a classifier's forward runs to this CPU's GEMM rate at the model's own matrix shapes.
+
+    Each distinct GEMM of the forward (``gemm_shapes``) is timed alone through the linear the model itself uses here
+    (oneDNN's or ``F.linear``, ``zoo.layers.linear``), the times are summed with their counts, and the sum is divided
+    by the whole forward's time: 1.0 would mean everything but the GEMMs is free. The rest is attention (SDPA),
+    LayerNorm, GELU, residual adds, reshapes and Python."""
+    from torch.utils import benchmark
+    import zoo
+    import zoo.layers.linear as L
+    rows = []
+    for name in args.models or ("sa_vit_base",):
+        torch.manual_seed(0)
+        m = zoo.load(name, img_size=args.img_size).eval()
+        x = torch.randn(args.batch, 3, args.img_size, args.img_size)
+        shapes = gemm_shapes(m, x)
+        fused = L._ONEDNN_LINEAR is not None
+        with torch.inference_mode():
+            t_model = benchmark.Timer("m(x)", globals=dict(m=m, x=x), num_threads=args.threads).blocked_autorange(
+                min_run_time=args.min_run_time).median
+            gemm_s, flops = 0.0, 0
+            for (mm, k, n, bias), count in sorted(shapes.items()):
+                a, w = torch.randn(mm, k), torch.randn(n, k)
+                b = torch.randn(n) if bias else None
+                stmt = "L.onednn_linear(a, w, b)" if fused else "F.linear(a, w, b)"
+                t = benchmark.Timer(stmt, globals=dict(L=L, F=torch.nn.functional, a=a, w=w, b=b),
+                                    num_threads=args.threads).blocked_autorange(min_run_time=args.min_run_time / 4)
+                gemm_s += count * t.median
+                flops += count * 2 * mm * k * n
+        row = dict(model=name, batch=args.batch, img_size=args.img_size,
+                   linear="oneDNN" if fused else "F.linear", gemms=sum(shapes.values()), shapes=len(shapes),
+                   model_ms=t_model * 1e3, gemms_alone_ms=gemm_s * 1e3, gemm_gflops=flops / gemm_s / 1e9,
+                   model_gflops=flops / t_model / 1e9)
+        row["model / GEMM rate"] = gemm_s / t_model
+        rows.append(row)
+        print(f"  {name:16s} forward {row['model_ms']:8.1f} ms, its {row['gemms']} GEMMs alone "
+              f"{row['gemms_alone_ms']:8.1f} ms ({row['gemm_gflops']:.1f} GFLOP/s): "
+              f"{row['model / GEMM rate']:.2f} of the GEMM rate", flush=True)
+    return rows
+
+
 # -- segmentation end to end ---------------------------------------------------------------------------------------
 SEG_SIZES = (512, 1024, 2048)
 SEG_HEADS = {"uper": "UPerNet", "segformer": "light head"}
@@ -675,6 +749,11 @@ def check_targets(res, tokens):
                 ratio = sa["ms"] / r["ms"]
                 lines.append(f"seg light head {res_px}px: sa / {name} inference time = {ratio:.2f} (goal >= {goal:g}): "
                              f"{'PASS' if ratio >= goal else 'FAIL'}")
+    for r in res.get("gemm", []):
+        if r["model"] == "sa_vit_base":
+            share = r["model / GEMM rate"]
+            lines.append(f"sa_vit_base forward at {share:.2f} of the GEMM rate at its own shapes (goal >= 0.85): "
+                         f"{'PASS' if share >= 0.85 else 'FAIL'}")
     models = {(r["model"], r["impl"]): r for r in res.get("models", [])}
     for name in TIMM_NAMES:
         timm_row = models.get((name, "timm eager"))
@@ -738,7 +817,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="short run: 3 repeats, N up to 4096, tasks in quick mode")
-    p.add_argument("--only", default="mixers,models", help="comma-separated sections: mixers, models, linear, "
+    p.add_argument("--only", default="mixers,models", help="comma-separated sections: mixers, models, linear, gemm, "
                    "seg, seg-heads, tasks (default mixers,models; --tasks adds tasks)")
     p.add_argument("--tasks", action="store_true", help="also run tasks/<task>/bench.py:run(quick)")
     p.add_argument("--timm-python", default=None, help="python of a venv with timm (compare with timm's ViTs)")
@@ -812,6 +891,9 @@ def main(argv=None):
         print(f"oneDNN linear vs F.linear (batch {args.batch}, {args.img_size}px, {args.repeats} interleaved rounds):",
               flush=True)
         res["linear"] = bench_linear(args)
+    if "gemm" in sections:
+        print(f"GEMM share (batch {args.batch}, {args.img_size}px, forward vs its GEMMs timed alone):", flush=True)
+        res["gemm"] = bench_gemm(args)
     if "seg-heads" in sections:
         print(f"seg heads ({args.seg_heads_res}px, neck + decode head alone):", flush=True)
         res["seg_heads"] = bench_seg_heads(args)
@@ -841,6 +923,10 @@ def main(argv=None):
     if res.get("linear"):
         print(f"### oneDNN linear vs F.linear: batch {args.batch}, {args.img_size}px, inference\n")
         print(table(res["linear"]) + "\n")
+    if res.get("gemm"):
+        print(f"### GEMM share: batch {args.batch}, {args.img_size}px; model / GEMM rate = (the forward's GEMMs "
+              f"timed alone, summed) / (the forward)\n")
+        print(table(res["gemm"]) + "\n")
     if res.get("seg_heads"):
         print(f"### Seg heads: neck + decode head alone, {args.seg_heads_res}px image, "
               f"*_vit_{args.seg_model_size} maps\n")
