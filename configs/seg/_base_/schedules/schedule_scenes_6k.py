@@ -1,7 +1,8 @@
 # The scenes schedule four times longer: 6000 iterations of batch 16 (9.6 epochs of the 10,000 training scenes),
-# validated every 500: how far the schedule alone takes the scenes, since at 1500 iterations the bundled seg_scenes
-# checkpoints' mIoU was still rising (18 -> 26 -> 28 at 500 / 1000 / 1500) when the poly decay ended the run
-# (docs/segmentation.md has the result). Warm-up and optimiser as schedule_scenes.py.
+# validated every 500: the next step for the scenes, since at 1500 iterations the bundled seg_scenes checkpoints'
+# mIoU was still rising (18 -> 26 -> 28 at 500 / 1000 / 1500) when the poly decay ended the run. Not run to the end
+# yet: about 45-60 CPU-minutes per mixer on the 2-core machines (0.45-0.63 s per iteration measured at its start).
+# Warm-up and optimiser as schedule_scenes.py.
 _base_ = ['./schedule_scenes.py']
 max_iters = 6000
 param_scheduler = [
