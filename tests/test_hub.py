@@ -419,6 +419,8 @@ def test_gan_folder_holds_the_ema_generator_and_loads_it_into_both_generators(tm
     ema = model.generator_ema.state_dict()
     assert set(stored) == {f"generator_ema.{k}" for k in ema}
     assert cfg["weights"]["num_params"] == sum(v.numel() for v in ema.values() if v.is_floating_point())
+    assert cfg["weights"]["part"] == "generator_ema"
+    assert f"| Parameters | {cfg['weights']['num_params'] / 1e6:.3f} M (`generator_ema`," in (tmp_path / "README.md").read_text()
     loaded = zoo.load(f"local-dir:{tmp_path}").eval()
     for net in (loaded.generator_ema, loaded.generator):  # fine-tuning starts from the published generator
         got = net.state_dict()

@@ -124,7 +124,8 @@ def model_card(cfg):
             f"| Model | `{cfg['name']}` (mixer `{mixer}`, arch `{arch['arch']}`, size `{size}`) |",
             f"| Task | {task_name} (`{task}`) |"]
     if weights.get("num_params") is not None:
-        out.append(f"| Parameters | {weights['num_params'] / 1e6:.3f} M |")
+        what = f" (`{weights['part']}`, the part of the model this folder holds)" if weights.get("part") else ""
+        out.append(f"| Parameters | {weights['num_params'] / 1e6:.3f} M{what} |")
     if task in ("pcls", "pseg"):
         out.append(f"| Input | {inp.get('num_points', '?')} points of {inp.get('in_dims', 3)} values |")
     elif task == "gen":
@@ -258,8 +259,9 @@ def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"
             name, _ = primary_metric(t, e.metrics)
             heads.append(f"{t}: {e.dataset_name or e.dataset}, {name}")
         out += [f"## `{{mixer}}_{family}`: one checkpoint per mixer and task", "",
-                "Each cell: the card's metric (measured here, by `tools/test.py --json-out` on the evaluation split), "
-                "parameters, and inference throughput on one CPU thread (`torch.utils.benchmark` median, recorded by "
+                "Each cell: the card's metric (measured here, by `tools/test.py --json-out` on the evaluation split, "
+                "on the published float16 weights), parameters (of the published weights: a GAN's EMA generator), "
+                "and inference throughput on one CPU thread (`torch.utils.benchmark` median, recorded by "
                 "`tools/make_weights.py` with the CPU and torch version in `results/metrics/<tag>.json`; measured "
                 "while other trainings shared the machine, so it is indicative only: "
                 "`python tools/make_weights.py --package-only` measures again); the metric links to the card.", "",

@@ -268,6 +268,9 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
     cfg["weights"] = {"file": WEIGHTS_NAME, "sha256": sha256_file(weights), "size": os.path.getsize(weights),
                       "num_params": int(sum(v.numel() for v in state.values() if torch.is_floating_point(v))),
                       "dtype": dtypes[0] if len(dtypes) == 1 else dtypes}
+    part = getattr(model, "PUBLISHED_PREFIX", None)
+    if part:  # the folder holds part of the model (a GAN: its EMA generator)
+        cfg["weights"]["part"] = part.rstrip(".")
     with open(os.path.join(save_dir, CONFIG_NAME), "w") as f:
         json.dump(cfg, f, indent=2)
         f.write("\n")
