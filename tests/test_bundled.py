@@ -76,3 +76,53 @@ def test_tools_test_scores_a_tag(tmp_path):
                      f"test_dataloader.sampler.num_samples={rec['num_samples']}"], cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(out.read_text())["metrics"] == pytest.approx(rec["metrics"], abs=1e-6)
+
+
+def test_repack_rewrites_a_float32_folder_in_float16_and_measures_it_again(tmp_path):
+    """``tools/make_weights.py --repack``: a float32 folder becomes the float16 one, whose metrics are measured again
+    by ``tools/test.py`` (the float32 ones kept as ``checkpoint_metrics``). The float32 folder here is a bundled
+    checkpoint cast up, so the float16 rewrite must give back the bundled file byte for byte, and its measured
+    metrics the bundled card's, while the made-up metric of the float32 folder only survives as the 'before'."""
+    import importlib.util
+    import shutil
+    from safetensors.torch import load_file
+    import zoo
+    tag = "sa_vit_micro.pcls_shapes"
+    if tag not in TAGS:
+        pytest.skip("no bundled pcls checkpoint in this checkout")
+    bundled = os.path.join(ROOT, "pretrained", tag)
+    with open(os.path.join(bundled, "config.json")) as f:
+        cfg = json.load(f)
+    out, res = tmp_path / "pretrained", tmp_path / "results"
+    zoo.save_pretrained(zoo.load(tag), out / tag, metrics={"OA": 1.0}, dataset=cfg["dataset"], tag=tag,
+                        config_name=cfg["training_config"], label_names=cfg["label_names"], input_spec=cfg["input"],
+                        license=cfg["license"], extra={k: cfg[k] for k in ("hf_hub_id", "training")})
+    assert {v.dtype for v in load_file(str(out / tag / "model.safetensors")).values()} >= {torch.float32}
+    (res / "metrics").mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "results", "metrics", f"{tag}.json"), res / "metrics")
+    spec = importlib.util.spec_from_file_location("make_weights", os.path.join(ROOT, "tools", "make_weights.py"))
+    mw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mw)
+    argv = ["--repack", "--tags", tag, "--out", str(out), "--results", str(res), "--work-root", str(tmp_path / "w"),
+            "--jobs", "1"]
+    assert mw.main(argv) == 0
+    with open(out / tag / "config.json") as f:
+        new = json.load(f)
+    assert new["weights"]["sha256"] == cfg["weights"]["sha256"] and new["weights"]["dtype"] == cfg["weights"]["dtype"]
+    assert new["metrics"] == pytest.approx(cfg["metrics"], abs=1e-6)
+    with open(res / "metrics" / f"{tag}.json") as f:
+        rec = json.load(f)
+    before = _record(tag)
+    assert rec["metrics"] == new["metrics"] and rec["checkpoint_metrics"]["metrics"] == {"OA": 1.0}
+    assert (rec["threads"], rec["seed"], rec["throughput"]) == (before["threads"], before["seed"], before["throughput"])
+    assert rec["dtype"] == "float16" and rec["slice"]["metrics"] == pytest.approx(before["slice"]["metrics"], abs=1e-6)
+    # Again on the float16 folder: the same tensors come out, so nothing is measured again and the record stays.
+    assert mw.main(argv) == 0
+    with open(res / "metrics" / f"{tag}.json") as f:
+        assert json.load(f) == rec
+    assert json.loads((out / tag / "config.json").read_text())["weights"]["sha256"] == cfg["weights"]["sha256"]
+    # Into another precision it would round the float16 values a second time: refused, the folder kept.
+    with pytest.raises(SystemExit, match="stores .*float16.* weights: --repack reads a float32 folder"):
+        mw.repack(tag, None, mw.parse_args([*argv, "--dtype", "bfloat16"]))
+    assert not (out / f"{tag}.new").exists()
+    assert json.loads((out / tag / "config.json").read_text())["weights"]["sha256"] == cfg["weights"]["sha256"]

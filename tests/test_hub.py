@@ -469,3 +469,23 @@ def test_weights_stored_in_half_precision_load_as_float32(dtype, tmp_path):
 def test_an_integer_dtype_is_refused(tmp_path):
     with pytest.raises(hub.HubError, match="not a floating-point torch dtype"):
         zoo.save_pretrained(micro(), tmp_path, metrics={"top1": 1.0}, dtype="int8")
+
+
+def test_the_same_weights_give_the_same_bytes(tmp_path):
+    """safetensors writes its metadata in a hash map's order, which varies between calls; the zoo sorts it, so
+    publishing one checkpoint twice gives one sha256, and the file stays readable by safetensors."""
+    import struct
+    from safetensors import safe_open
+    model = micro("ea")
+    shas = []
+    for i in range(4):  # several writes: one unlucky hash-map order would be enough to differ
+        cfg = zoo.save_pretrained(model, tmp_path / str(i), metrics={"top1": 1.0}, dtype="float16")
+        shas.append(cfg["weights"]["sha256"])
+    assert len(set(shas)) == 1 and shas[0] == sha256(tmp_path / "0" / "model.safetensors")
+    raw = open(tmp_path / "0" / "model.safetensors", "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    assert n % 8 == 0
+    meta = json.loads(raw[8:8 + n])["__metadata__"]
+    assert list(meta) == sorted(meta) and meta["zoo_name"] == "ea_vit_micro"
+    with safe_open(str(tmp_path / "0" / "model.safetensors"), "pt") as f:
+        assert f.metadata() == meta and set(f.keys()) == set(model.state_dict())

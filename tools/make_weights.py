@@ -165,25 +165,27 @@ def package(tag, config, args, train_s=None):
     return _finish(tag, config, args, staging, card_metrics, metrics_path, ckpt, train_s)
 
 
+def _same_tensors(a, b):
+    """Whether two safetensors files hold the same names, dtypes and values (headers may differ)."""
+    import torch
+    from safetensors.torch import load_file
+    x, y = load_file(a), load_file(b)
+    return x.keys() == y.keys() and all(x[k].dtype == y[k].dtype and torch.equal(x[k], y[k]) for k in x)
+
+
 def repack(tag, config, args):
-    """``--repack``: rewrite a float32 published folder in ``args.dtype`` (and the published part only, e.g. the
-    GAN's EMA generator) without its training run; tested and measured again like a new one, the curve and training
-    time kept. For the folders released before the bundled weights were stored in float16."""
+    """``--repack``: rewrite a published folder in ``args.dtype`` (and the published part only, e.g. the GAN's EMA
+    generator) without its training run. When that changes the stored tensors (float32 -> float16), the folder is
+    tested and measured again like a new one, the curve and training time kept; a folder already rounded to another
+    precision is refused (it would be rounded twice). When the tensors come out the same (a rewrite for a new
+    header or config.json layout), its metrics still hold and nothing is measured again."""
     import zoo
     from zoo import hub
     work_dir, log, env = _job(tag, args)
     os.makedirs(work_dir, exist_ok=True)
     out = osp.join(args.out, tag)
     cfg = hub.read_config(osp.join(out, "config.json"))
-    stored = cfg["weights"]["dtype"]
-    if "float32" not in (stored if isinstance(stored, list) else [stored]):
-        raise SystemExit(f"{out} stores {stored} weights: --repack reads a float32 folder (a rounded one would "
-                         f"be rounded twice); retrain it instead")
     model = zoo.load(f"local-dir:{osp.abspath(out)}")
-    before = osp.join(work_dir, "test_metrics.json")
-    with open(before, "w") as f:
-        json.dump(dict(metrics=cfg["metrics"], weights=f"float32 published folder sha256 {cfg['weights']['sha256']}"),
-                  f, indent=1)
     staging = out + ".new"
     shutil.rmtree(staging, ignore_errors=True)
     extra = {k: cfg[k] for k in ("hf_hub_id", "training") if k in cfg}
@@ -194,20 +196,37 @@ def repack(tag, config, args):
                             input_spec=cfg["input"], license=cfg["license"], extra=extra, dtype=args.dtype)
 
     save(cfg["metrics"])
+    if _same_tensors(osp.join(out, "model.safetensors"), osp.join(staging, "model.safetensors")):
+        shutil.rmtree(out)
+        os.replace(staging, out)
+        print(f"[{time.strftime('%H:%M:%S')}] {tag}: rewritten, same tensors; metrics kept {cfg['metrics']}",
+              flush=True)
+        return cfg["metrics"]
+    stored = cfg["weights"]["dtype"]
+    if "float32" not in (stored if isinstance(stored, list) else [stored]):
+        shutil.rmtree(staging)
+        raise SystemExit(f"{out} stores {stored} weights: --repack reads a float32 folder (a rounded one would "
+                         f"be rounded twice); retrain it instead")
+    before = osp.join(work_dir, "test_metrics.json")
+    with open(before, "w") as f:
+        json.dump(dict(metrics=cfg["metrics"], weights=f"float32 published folder sha256 {cfg['weights']['sha256']}"),
+                  f, indent=1)
     card_metrics = _test_published(tag, config, staging, work_dir, args, log, env)
     with open(card_metrics) as f:
         save(json.load(f)["metrics"])
     with open(osp.join(args.results, "metrics", f"{tag}.json")) as f:
         old = json.load(f)
     return _finish(tag, config, args, staging, card_metrics, before, old["checkpoint"], old["train_seconds"],
-                   keep_curve=True, keep_throughput=old.get("throughput"))
+                   keep_curve=True, keep_throughput=old.get("throughput"),
+                   trained_with=dict(seed=old.get("seed", args.seed), threads=old.get("threads", args.threads)))
 
 
 def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, train_s, keep_curve=False,
-            keep_throughput=None):
+            keep_throughput=None, trained_with=None):
     """Measure the staged folder (slice, throughput, samples), move it into place and write the records.
 
-    ``keep_throughput``: the throughput record of a repacked folder, kept (its float32 compute is unchanged).
+    ``keep_throughput``: the throughput record of a repacked folder, kept (its float32 compute is unchanged);
+    ``trained_with``: its training's seed and threads, kept.
     """
     work_dir, log, env = _job(tag, args)
     py = sys.executable
@@ -244,7 +263,8 @@ def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, 
             start = time.mktime(time.strptime(osp.basename(runs[-1]), "%Y%m%d_%H%M%S"))
             train_s = round(osp.getmtime(ckpt) - start, 1)
     task = parse_tag(tag).task
-    record = dict(tag=tag, config=config, seed=args.seed, threads=args.threads, train_seconds=train_s,
+    trained_with = trained_with or dict(seed=args.seed, threads=args.threads)  # the training's, not the test's
+    record = dict(tag=tag, config=config, **trained_with, train_seconds=train_s,
                   checkpoint=ckpt if keep_curve else osp.join("work_dirs", "weights", tag, osp.basename(ckpt)),
                   metrics=metrics, **measured,
                   command=f"python tools/make_weights.py --tags {tag} --seed {args.seed}")
@@ -335,7 +355,8 @@ def parse_args(argv=None):
                    help="precision of the published weights (float16 keeps the 20 folders within 25 MB; the card's "
                         "metrics are measured on the stored weights)")
     p.add_argument("--repack", action="store_true",
-                   help="rewrite float32 published folders in --dtype without their training runs (re-tested)")
+                   help="rewrite published folders in --dtype without their training runs (re-tested when the stored "
+                        "tensors change)")
     p.add_argument("--package-only", action="store_true",
                    help="rewrite the published folders and records from finished trainings (no training or test)")
     p.add_argument("--post", metavar="FOLDER", help=argparse.SUPPRESS)  # internal: measure one published folder

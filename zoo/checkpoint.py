@@ -191,6 +191,31 @@ def _bad_safetensors(path, error):
             f"save or download leaves such a file; write or download it again.")
 
 
+def write_safetensors(state, path, metadata=None):
+    """Write ``state`` as safetensors whose bytes depend only on the tensors and ``metadata``.
+
+    ``safetensors.torch.save_file`` writes the metadata in a hash map's order, which changes from process to
+    process, so the same weights saved twice would get two sha256s. Here the header is written again with the
+    metadata keys sorted (tensor entries and data as safetensors laid them out, the header padded to 8 bytes as
+    safetensors does).
+    """
+    import json
+
+    from safetensors.torch import save
+    raw = save(state, metadata=metadata)
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", None)
+    ordered = {"__metadata__": dict(sorted(meta.items()))} if meta else {}
+    ordered.update(header)
+    text = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        f.write(raw[8 + n:])
+
+
 def read_safetensors(path):
     """``(tensors, metadata)`` of a safetensors file, on the CPU."""
     from safetensors import SafetensorError

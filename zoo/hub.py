@@ -249,7 +249,6 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
         The ``config.json`` dict that was written (its ``weights`` entry holds the file's sha256).
     """
     import torch
-    from safetensors.torch import save_file
 
     cfg = make_config(model, tag=tag, dataset=dataset, metrics=metrics, config_name=config_name,
                       label_names=label_names, input_spec=input_spec, license=license, extra=extra)
@@ -263,7 +262,7 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
     header = {"format": "pt", "zoo_name": cfg["name"], "zoo_task": cfg["task"],
               "zoo_args": json.dumps(cfg["args"], sort_keys=True), "zoo_format_version": str(FORMAT_VERSION)}
     weights = os.path.join(save_dir, WEIGHTS_NAME)
-    save_file(state, weights, metadata=header)
+    checkpoint.write_safetensors(state, weights, metadata=header)  # same weights, same bytes
     dtypes = sorted({str(v.dtype).replace("torch.", "") for v in state.values()})
     cfg["weights"] = {"file": WEIGHTS_NAME, "sha256": sha256_file(weights), "size": os.path.getsize(weights),
                       "num_params": int(sum(v.numel() for v in state.values() if torch.is_floating_point(v))),
