@@ -426,6 +426,10 @@ def test_gan_folder_holds_the_ema_generator_and_loads_it_into_both_generators(tm
         got = net.state_dict()
         assert all(torch.equal(got[k], ema[k]) for k in ema)
     assert torch.equal(loaded.sample(4, seed=3), model.sample(4, seed=3))
+    # The weights file alone, as checkpoint= of a GAN built by name, goes through the same check and load.
+    by_file = zoo.load("sa_vit_micro", task="gen", img_size=16, out_chans=1,
+                       checkpoint=str(tmp_path / "model.safetensors")).eval()
+    assert torch.equal(by_file.sample(4, seed=3), model.sample(4, seed=3))
 
 
 def test_a_whole_gan_state_still_loads(tmp_path):
