@@ -126,3 +126,30 @@ def test_repack_rewrites_a_float32_folder_in_float16_and_measures_it_again(tmp_p
         mw.repack(tag, None, mw.parse_args([*argv, "--dtype", "bfloat16"]))
     assert not (out / f"{tag}.new").exists()
     assert json.loads((out / tag / "config.json").read_text())["weights"]["sha256"] == cfg["weights"]["sha256"]
+
+
+def test_make_weights_publishes_float16_and_scores_the_published_folder(tmp_path):
+    """One tag through the whole of ``tools/make_weights.py`` (one training epoch): the folder stores float16, its
+    card carries the metrics of ``tools/test.py --pretrained local-dir:`` on that folder, and the record keeps the
+    float32 checkpoint's own test next to them."""
+    import importlib.util
+    from safetensors.torch import load_file
+    spec = importlib.util.spec_from_file_location("make_weights", os.path.join(ROOT, "tools", "make_weights.py"))
+    mw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mw)
+    tag = "ea_vit_micro.pcls_shapes"
+    out, res, work = tmp_path / "pretrained", tmp_path / "results", tmp_path / "w"
+    assert mw.main(["--tags", tag, "--out", str(out), "--results", str(res), "--work-root", str(work), "--jobs", "1",
+                    "--cfg-options", "train_cfg.max_epochs=1"]) == 0
+    cfg = json.loads((out / tag / "config.json").read_text())
+    stored = load_file(str(out / tag / "model.safetensors"))
+    assert {v.dtype for v in stored.values() if v.is_floating_point()} == {torch.float16}
+    published = json.loads((work / tag / "published_metrics.json").read_text())
+    assert published["sha256"] == cfg["weights"]["sha256"] and published["metrics"] == cfg["metrics"]
+    assert published["checkpoint"] == f"local-dir:{out / tag}.new"  # tested before it was moved into place
+    rec = json.loads((res / "metrics" / f"{tag}.json").read_text())
+    assert rec["metrics"] == cfg["metrics"] and rec["dtype"] == "float16" and rec["threads"] == 1
+    checkpoint_test = json.loads((work / tag / "test_metrics.json").read_text())
+    assert rec["checkpoint_metrics"]["metrics"] == checkpoint_test["metrics"]
+    assert checkpoint_test["checkpoint"].endswith(".pth")  # the float32 training checkpoint
+    assert (res / "curves" / f"{tag}.json").is_file() and not (out / f"{tag}.new").exists()
