@@ -176,7 +176,12 @@ def test_publish_failed_upload_leaves_the_repo_as_it_was(hub_env, trained, tmp_p
             "--dataset", "fmnist", "--results-dir", str(tmp_path / "results")]
     assert tool.main(args) == 0
     head, files = hub_env.head("org/m"), hub_env.files("org/m")
+    # The same checkpoint again writes the same bytes (sorted safetensors metadata), so there is nothing to commit.
+    assert tool.main(args) == 0 and hub_env.head("org/m") == head
     os.remove(tmp_path / "results" / "ff_vit_micro.cls_fmnist.json")
+    other = tmp_path / "other_metrics.json"  # a new evaluation: config.json and the card change, a commit is due
+    other.write_text(json.dumps({"accuracy/top1": 12.5}))
+    args[args.index("--metrics") + 1] = str(other)
     hub_env.fail_commits = 1
     with pytest.raises(Exception, match="500"):
         tool.main(args)
