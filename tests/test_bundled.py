@@ -78,6 +78,7 @@ def test_tools_test_scores_a_tag(tmp_path):
     assert json.loads(out.read_text())["metrics"] == pytest.approx(rec["metrics"], abs=1e-6)
 
 
+@pytest.mark.slow  # about a minute: tools/test.py and the post measurement of a pcls folder (make test-slow)
 def test_repack_rewrites_a_float32_folder_in_float16_and_measures_it_again(tmp_path):
     """``tools/make_weights.py --repack``: a float32 folder becomes the float16 one, whose metrics are measured again
     by ``tools/test.py`` (the float32 ones kept as ``checkpoint_metrics``). The float32 folder here is a bundled
