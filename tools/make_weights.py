@@ -241,15 +241,13 @@ def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, 
     os.replace(staging, out)
     with open(card_metrics) as f:
         metrics = json.load(f)["metrics"]
-    if card_metrics != checkpoint_metrics:
-        with open(checkpoint_metrics) as f:
-            measured_before = json.load(f)
-        measured_before = dict(metrics=measured_before.get("metrics", measured_before),
-                               weights=measured_before.get("weights", "float32 training checkpoint"))
     with open(post) as f:
         measured = json.load(f)
-    if card_metrics != checkpoint_metrics:
-        measured["checkpoint_metrics"] = measured_before
+    if card_metrics != checkpoint_metrics:  # the stored weights were rounded: keep the float32 test next to them
+        with open(checkpoint_metrics) as f:
+            before = json.load(f)
+        measured["checkpoint_metrics"] = dict(metrics=before.get("metrics", before),
+                                              weights=before.get("weights", "float32 training checkpoint"))
     if keep_throughput:
         measured["throughput"] = keep_throughput
     measured["dtype"] = args.dtype

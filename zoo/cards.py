@@ -36,9 +36,6 @@ METRIC_TYPES = [
 ]
 
 
-
-
-
 def dataset_info(dataset):
     """A card's dataset record: a key of ``zoo.datasets.DATASETS`` (an unknown key: ``dict(name=key)``) or a dict."""
     if isinstance(dataset, dict):
