@@ -53,7 +53,7 @@ RECIPES = {
     "cls": ("fmnist", "configs/cls/{m}-vit-micro-p4_1xb128-8e_fmnist-28.py"),
     "seg": ("scenes", "configs/seg/upernet_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py"),
     "pcls": ("shapes", "configs/pcls/pct_{m}-vit-micro_1xb16-15e_shapes-256.py"),
-    "pseg": ("shapes", "configs/pseg/pct_{m}-vit-micro_1xb16-20e_shapes-part-256.py"),
+    "pseg": ("shapes", "configs/pseg/pct_{m}-vit-micro_1xb16-40e_shapes-part-256.py"),
     "gen": ("fmnist", "configs/gen/sagan_{m}-vit-micro_1xb32-300it_fmnist-32x32.py"),
 }
 
