@@ -44,6 +44,22 @@ def test_tensor_forward_gives_full_resolution_logits(mixer):
         assert y.shape == (1, 5, 100, 75) and torch.isfinite(y).all()
 
 
+@pytest.mark.parametrize("head", ["uper", "segformer"])
+def test_logits_are_the_head_output_resized_bilinearly(head):
+    # encode_decode resizes in channels-last layout (faster on CPU): the values must be those of a plain NCHW
+    # bilinear resize of the decode head's output, and predict's labels their argmax
+    model = zoo.load("ea_vit_micro", task="seg", decode_head=head, **dict(SMALL, aux_channels=0)).eval()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        low = model.decode_head(model.backbone(x) if model.neck is None else model.neck(model.backbone(x)))
+        expected = F.interpolate(low.contiguous(), size=(64, 64), mode="bilinear", align_corners=False)
+        logits = model(x)
+        labels = model.predict(x)
+    assert logits.shape == expected.shape and low.shape[-1] < 64
+    torch.testing.assert_close(logits, expected, rtol=0, atol=1e-5)
+    assert torch.equal(torch.stack([s.pred_sem_seg.data[0] for s in labels]), expected.argmax(1))
+
+
 def test_backbone_returns_the_trunk_blocks_it_names():
     model = zoo.load("sa_vit_tiny", task="seg", num_classes=3, img_size=32).eval()
     assert model.backbone.out_indices == [2, 5, 8, 11]  # mmseg's DeiT recipe for 12 blocks

@@ -31,7 +31,8 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   printed (emulated bf16 is several times slower than float32).
 - **seg end to end** (``--only seg``): for each mixer, the ``*_vit_tiny`` segmentor (``zoo.load(task="seg")``, 150
   classes, 512 crop) with UPerNet and with the light head (``decode_head="segformer"``) on one image at 512, 1024
-  and 2048 pixels (1k, 4k, 16k tokens): inference (no grad; ``ff`` slides its 512 window) and one training step
+  and 2048 pixels (1k, 4k, 16k tokens): inference (image -> label map with mmseg's ``predict``: full-resolution
+  logits and their argmax; no grad; ``ff`` slides its 512 window) and one training step
   (forward + backward + AdamW step, batch ``--seg-train-batch`` = 2, the configs' images per GPU; UPerNet's
   pooling BN needs more than one image; ``ff`` trains at its crop only). Each (head, size, mixer, mode) runs in a
   fresh process; its peak memory is the growth of the peak RSS during the first call (``zoo.cpu.PeakMemory``), and
@@ -537,9 +538,9 @@ def seg_worker(job):
         model.eval()
         x = torch.randn(1, 3, res, res)
 
-        def fn():
+        def fn():  # image -> label map, as mmseg's predict: full-resolution logits, then the per-pixel argmax
             with torch.no_grad():
-                return model(x)
+                return model.predict(x)
     else:
         model.train()
         x, samples = _seg_batch(job["batch"], res, SEG_CLASSES)
@@ -934,7 +935,7 @@ def main(argv=None):
     if res.get("seg"):
         for head in args.seg_heads:
             print(f"### Seg end to end, {SEG_HEADS[head]} ({head}): *_vit_{args.seg_model_size}, {SEG_CLASSES} "
-                  f"classes; infer = one image, no grad; train step = batch {args.seg_train_batch}, forward + backward "
+                  f"classes; infer = one image to its label map (predict), no grad; train step = batch {args.seg_train_batch}, forward + backward "
                   f"+ AdamW; x sa = sa's time / this time (same size, same run); MB = peak RSS growth of the row\n")
             print(table(seg_table(res["seg"], head)) + "\n")
         notes = [f"{SEG_HEADS[r['head']]} {r['res']}px {r['mixer']} {r['mode']}: {r['note']}" for r in res["seg"]
