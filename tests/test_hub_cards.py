@@ -63,6 +63,47 @@ def test_cards_render_from_the_published_folders(tmp_path):
     assert "python tools/make_weights.py --tasks cls --mixers ea" in text
 
 
+def _record(results, tag, seed, top1, sub=""):
+    folder = results / sub / "metrics"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{tag}.json").write_text(json.dumps({"seed": seed, "metrics": {"top1": top1, "top5": 99.0}}))
+
+
+def test_seed_table_reports_mean_and_sample_std(tmp_path):
+    import statistics
+    tag = "ea_vit_micro.cls_fmnist"
+    _publish(tmp_path, top1=86.0)
+    results = tmp_path / "results"
+    _record(results, tag, 0, 86.0)
+    _record(results, tag, 1, 87.5, "seeds/seed1")
+    _record(results, tag, 2, 85.25, "seeds/seed2")
+    tool = _tool()
+    assert tool.load_seeds(str(results)) == {tag: {0: {"top1": 86.0, "top5": 99.0}, 1: {"top1": 87.5, "top5": 99.0},
+                                                   2: {"top1": 85.25, "top5": 99.0}}}
+    text = tool.render(str(results), str(tmp_path / "pretrained"))
+    values = [86.0, 87.5, 85.25]
+    expected = f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (n=3)"
+    assert expected == "86.25 ± 1.15 (n=3)"  # by hand: deviations -0.25, 1.25, -1.0; sum of squares 2.625 / 2
+    row = next(line for line in text.splitlines() if line.startswith(f"| `{tag}` | top1 |"))
+    assert "0: 86.0, 1: 87.5, 2: 85.25" in row and row.endswith(f"| {expected} |")
+    # one seed only: no table
+    (results / "seeds" / "seed1" / "metrics" / f"{tag}.json").unlink()
+    (results / "seeds" / "seed2" / "metrics" / f"{tag}.json").unlink()
+    assert "## Seeds" not in tool.render(str(results), str(tmp_path / "pretrained"))
+
+
+def test_a_seed_record_in_the_wrong_folder_is_refused(tmp_path):
+    results = tmp_path / "results"
+    _record(results, "ea_vit_micro.cls_fmnist", 0, 86.0)
+    _record(results, "ea_vit_micro.cls_fmnist", 2, 86.0, "seeds/seed1")
+    with pytest.raises(SystemExit, match="does not match its folder seed1"):
+        _tool().load_seeds(str(results))
+    _record(results, "ea_vit_micro.cls_fmnist", 0, 86.0, "seeds/seed0")
+    (results / "seeds" / "seed1" / "metrics" / "ea_vit_micro.cls_fmnist.json").unlink()
+    with pytest.raises(SystemExit, match="also the published run's seed"):
+        _tool().load_seeds(str(results))
+
+
 def test_the_index_round_trips(tmp_path):
     _publish(tmp_path)
     entries = _tool().load_entries(str(tmp_path / "pretrained"), str(tmp_path / "results"))

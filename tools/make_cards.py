@@ -13,6 +13,8 @@ Inputs:
   tag uploaded but not bundled (a large checkpoint) is registered from this record alone.
 - ``results/metrics/<tag>.json`` (written by ``tools/make_weights.py``): the command, seed and evaluation
   throughput shown in MODEL_CARDS.md.
+- ``results/seeds/seed<N>/metrics/<tag>.json``: the same recipe trained with another seed (not published); MODEL_CARDS.md
+  reports mean and standard deviation over the seeds of each tag.
 """
 import argparse
 import glob
@@ -98,11 +100,29 @@ def load_results(results_dir=RESULTS):
     return out
 
 
+def load_seeds(results_dir=RESULTS):
+    """``{tag: {seed: metrics}}``: the published run (``results/metrics/<tag>.json``) and the same recipe run with
+    other seeds (``results/seeds/seed<N>/metrics/<tag>.json``, written by ``tools/make_weights.py --seed N
+    --results results/seeds/seed<N>``)."""
+    out = {}
+    for tag, rec in load_results(results_dir).items():
+        out.setdefault(tag, {})[rec.get("seed", 0)] = rec["metrics"]
+    for path in sorted(glob.glob(os.path.join(results_dir, "seeds", "seed*", "metrics", "*.json"))):
+        rec, folder = _read_json(path), os.path.basename(os.path.dirname(os.path.dirname(path)))
+        tag = os.path.basename(path)[:-5]
+        if folder != f"seed{rec.get('seed')}":
+            raise SystemExit(f"{path}: seed {rec.get('seed')!r} does not match its folder {folder}")
+        if rec.get("seed") in out.get(tag, {}):
+            raise SystemExit(f"{path}: seed {rec['seed']} of {tag} is also the published run's seed")
+        out.setdefault(tag, {})[rec["seed"]] = rec["metrics"]
+    return out
+
+
 def outputs(bundled_dir=BUNDLED, results_dir=RESULTS, output=OUTPUT, index=pretrained.INDEX_PATH):
     """``{path: text}`` of every generated file."""
     entries = load_entries(bundled_dir, results_dir)
     files = {index: pretrained.index_text(entries),
-             output: cards.model_cards_md(entries, load_results(results_dir))}
+             output: cards.model_cards_md(entries, load_results(results_dir), seeds=load_seeds(results_dir))}
     for tag in entries:
         folder = os.path.join(bundled_dir, tag)
         files[os.path.join(folder, "README.md")] = cards.model_card(_read_json(os.path.join(folder, "config.json")))

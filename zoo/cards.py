@@ -225,13 +225,46 @@ def _throughput(rec):
     return f"{t['value']:.0f} {t['unit']}" if t.get("value") else "?"
 
 
-def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"):
+def mean_std(values):
+    """``(mean, sample standard deviation)`` of two or more numbers (the n - 1 estimate, as numpy's ``ddof=1``)."""
+    if len(values) < 2:
+        raise ValueError(f"mean and standard deviation need two or more values, got {len(values)}")
+    mean = sum(values) / len(values)
+    return mean, (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+
+
+def seeds_section(entries, seeds):
+    """Lines of MODEL_CARDS.md's table over seeds (tags with two or more seeds; empty when there are none)."""
+    rows = []
+    for tag in sorted(entries):
+        runs = (seeds or {}).get(tag) or {}
+        if len(runs) < 2:
+            continue
+        e = entries[tag]
+        name, _ = primary_metric(e.task, e.metrics)
+        if any(name not in m for m in runs.values()):
+            raise ValueError(f"{tag}: not every seed's record has its metric {name!r}")
+        values = [runs[s][name] for s in sorted(runs)]
+        mean, std = mean_std(values)
+        per_seed = ", ".join(f"{s}: {_fmt(runs[s][name])}" for s in sorted(runs))
+        rows.append(f"| `{tag}` | {name} | {per_seed} | {mean:.2f} ± {std:.2f} (n={len(values)}) |")
+    if not rows:
+        return []
+    return ["## Seeds", "",
+            "The same recipe trained with other seeds (`tools/make_weights.py --seed N --results results/seeds/seedN`; "
+            "only the seed of the published run ships). Each value is measured like the card's; ± is the sample "
+            "standard deviation (n - 1).", "",
+            "| Tag | Metric | Per seed | Mean ± std |", "|---|---|---|---|"] + rows + [""]
+
+
+def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md", seeds=None):
     """The text of ``MODEL_CARDS.md``.
 
     Args:
         entries: ``{tag: zoo.pretrained.PretrainedCfg}`` of the checkpoints to list.
         results: ``{tag: record}`` of ``results/metrics/<tag>.json`` (throughput, command, seed), optional.
         card_link: Where each tag's card is, relative to MODEL_CARDS.md.
+        seeds: ``{tag: {seed: metrics}}`` of the recipe's runs with several seeds, optional (a table of mean ± std).
     """
     results = results or {}
     out = ["# Model cards", "",
@@ -276,6 +309,7 @@ def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"
                              f"{_throughput(results.get(e.tag))}")
             out.append(f"| `{m}` | " + " | ".join(cells) + " |")
         out.append("")
+    out += seeds_section(entries, seeds)
     curves = {tag: (rec or {}).get("curve") for tag, rec in results.items()}
     if any(curves.get(t) for t in entries):
         out += ["## Validation curves", "",
