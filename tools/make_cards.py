@@ -106,7 +106,8 @@ def load_seeds(results_dir=RESULTS):
     --results results/seeds/seed<N>``)."""
     out = {}
     for tag, rec in load_results(results_dir).items():
-        out.setdefault(tag, {})[rec.get("seed", 0)] = rec["metrics"]
+        if rec.get("metrics"):
+            out.setdefault(tag, {})[rec.get("seed", 0)] = rec["metrics"]
     for path in sorted(glob.glob(os.path.join(results_dir, "seeds", "seed*", "metrics", "*.json"))):
         rec, folder = _read_json(path), os.path.basename(os.path.dirname(os.path.dirname(path)))
         tag = os.path.basename(path)[:-5]
