@@ -64,6 +64,16 @@ def test_seg_section_end_to_end(bench, tmp_path):
                                                                      ("ea", "infer"), ("ea", "train")]
 
 
+def test_seg_resize_section_compares_both_layouts(bench):
+    args = bench.parse_args(["--only", "seg-resize", "--seg-model-size", "micro", "--seg-heads-res", "64",
+                             "--seg-mixers", "sa,ff", "--repeats", "2"])
+    rows = bench.bench_seg_resize(args)
+    assert [r["mixer"] for r in rows] == ["sa"]  # ff slides its crop: not this path
+    row = rows[0]
+    assert row["same_labels"] is True and row["rounds"] == 2 and row["nchw_s"] > 0 and row["channels_last_s"] > 0
+    assert row["speedup"] == round(row["nchw_s"] / row["channels_last_s"], 2)
+
+
 def test_linear_section_restores_the_fast_path(bench):
     import zoo.layers.linear as L
     default = L._ONEDNN_LINEAR

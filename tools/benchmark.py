@@ -42,6 +42,9 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   inference fast path) and with it switched off (``F.linear``), interleaved round by round in one process.
 - **gemm** (``--only gemm``): a classifier's forward (default ``sa_vit_base``) against its own GEMMs timed alone
   at their exact shapes through the same linear: the share of the GEMM rate the whole forward reaches.
+- **seg resize** (``--only seg-resize``): the light head's ``predict`` at ``--seg-heads-res`` with the 150-class logits
+  resized in channels-last layout (the segmentor's way) against a plain NCHW resize, interleaved in one process,
+  with a check that both give the same label map.
 - **seg heads** (``--only seg-heads``): neck + decode head alone on four random ``*_vit_tiny`` maps of a 1024-pixel
   image, for UPerNet and the light-head candidates (how the light head was chosen).
 - **tasks** (``--tasks``): rows returned by ``tasks/<task>/bench.py:run(quick)`` for every task that has one.
@@ -685,6 +688,43 @@ def bench_seg_heads(args):
     return rows
 
 
+def bench_seg_resize(args):
+    """Light-head ``predict`` at ``--seg-heads-res`` with the logits resized in channels-last layout (what
+    ``ZooEncoderDecoder.encode_decode`` does) against the plain NCHW resize it replaced, interleaved in one process;
+    the label maps must be identical."""
+    import torch.nn.functional as F
+    import zoo
+    R, rows = args.seg_heads_res, []
+    x = torch.randn(1, 3, R, R, generator=torch.Generator().manual_seed(0))
+    for mixer in args.seg_mixers:
+        if mixer == "ff":  # fixed token count: slides its crop, a different path
+            continue
+        torch.manual_seed(0)
+        model = zoo.load(f"{mixer}_vit_{args.seg_model_size}", task="seg", num_classes=SEG_CLASSES,
+                         img_size=SEG_CROP, decode_head="segformer").eval()
+
+        def nchw():
+            low = model.decode_head(model.extract_feat(x))  # backbone + neck + head: logits at stride 8
+            return model.postprocess_result(F.interpolate(low, size=(R, R), mode="bilinear", align_corners=False))
+
+        def channels_last():
+            return model.predict(x)
+        with torch.no_grad():
+            same = torch.equal(nchw()[0].pred_sem_seg.data, channels_last()[0].pred_sem_seg.data)
+            times = {"nchw": [], "channels_last": []}
+            for _ in range(args.repeats):
+                for name, fn in (("nchw", nchw), ("channels_last", channels_last)):
+                    t = time.perf_counter()
+                    fn()
+                    times[name].append(time.perf_counter() - t)
+        old, new = statistics.median(times["nchw"]), statistics.median(times["channels_last"])
+        rows.append(dict(mixer=mixer, px=R, nchw_s=round(old, 3), channels_last_s=round(new, 3),
+                         speedup=round(old / new, 2), same_labels=same, rounds=args.repeats))
+        print(f"  {mixer:4s} {R}px predict: NCHW resize {old:.3f} s, channels-last {new:.3f} s "
+              f"({old / new:.2f}x), same labels: {same}", flush=True)
+    return rows
+
+
 def bench_tasks(quick):
     rows, failures = {}, []
     tasks_dir = os.path.join(REPO, "tasks")
@@ -819,7 +859,7 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="short run: 3 repeats, N up to 4096, tasks in quick mode")
     p.add_argument("--only", default="mixers,models", help="comma-separated sections: mixers, models, linear, gemm, "
-                   "seg, seg-heads, tasks (default mixers,models; --tasks adds tasks)")
+                   "seg, seg-heads, seg-resize, tasks (default mixers,models; --tasks adds tasks)")
     p.add_argument("--tasks", action="store_true", help="also run tasks/<task>/bench.py:run(quick)")
     p.add_argument("--timm-python", default=None, help="python of a venv with timm (compare with timm's ViTs)")
     p.add_argument("--fast", action="store_true", help="also time the bf16 autocast path of the classifiers")
@@ -898,6 +938,10 @@ def main(argv=None):
     if "seg-heads" in sections:
         print(f"seg heads ({args.seg_heads_res}px, neck + decode head alone):", flush=True)
         res["seg_heads"] = bench_seg_heads(args)
+    if "seg-resize" in sections:
+        print(f"seg logits resize ({args.seg_heads_res}px, light head, predict, {args.repeats} interleaved rounds):",
+              flush=True)
+        res["seg_resize"] = bench_seg_resize(args)
     if "seg" in sections:
         print(f"seg end to end (heads {args.seg_heads}, sizes {args.seg_sizes}, mixers {args.seg_mixers}):",
               flush=True)
@@ -932,6 +976,10 @@ def main(argv=None):
         print(f"### Seg heads: neck + decode head alone, {args.seg_heads_res}px image, "
               f"*_vit_{args.seg_model_size} maps\n")
         print(table(res["seg_heads"]) + "\n")
+    if res.get("seg_resize"):
+        print(f"### Seg logits resize: light head, {args.seg_heads_res}px, predict (image -> labels), medians of "
+              f"{args.repeats} interleaved rounds\n")
+        print(table(res["seg_resize"]) + "\n")
     if res.get("seg"):
         for head in args.seg_heads:
             print(f"### Seg end to end, {SEG_HEADS[head]} ({head}): *_vit_{args.seg_model_size}, {SEG_CLASSES} "
