@@ -129,6 +129,20 @@ def test_repack_rewrites_a_float32_folder_in_float16_and_measures_it_again(tmp_p
     assert json.loads((out / tag / "config.json").read_text())["weights"]["sha256"] == cfg["weights"]["sha256"]
 
 
+def test_make_weights_another_seed_never_replaces_the_published_run():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("make_weights", os.path.join(ROOT, "tools", "make_weights.py"))
+    mw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mw)
+    rel = lambda a: {k: os.path.relpath(getattr(a, k), ROOT) for k in ("out", "results", "work_root")}  # noqa: E731
+    assert rel(mw.parse_args([])) == dict(out="pretrained", results="results", work_root="work_dirs/weights")
+    assert rel(mw.parse_args(["--seed", "2"])) == dict(out="work_dirs/seeds/seed2/pretrained",
+                                                       results="results/seeds/seed2", work_root="work_dirs/seeds/seed2")
+    assert rel(mw.parse_args(["--seed", "2", "--out", "pretrained"]))["out"] == "pretrained"  # asked for: allowed
+    assert mw._in_repo(os.path.join(ROOT, "work_dirs", "seeds")) == "work_dirs/seeds"
+    assert mw._in_repo("/elsewhere/runs") == "/elsewhere/runs"
+
+
 def test_make_weights_publishes_float16_and_scores_the_published_folder(tmp_path):
     """One tag through the whole of ``tools/make_weights.py`` (one training epoch): the folder stores float16, its
     card carries the metrics of ``tools/test.py --pretrained local-dir:`` on that folder, and the record keeps the

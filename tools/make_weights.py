@@ -263,7 +263,7 @@ def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, 
     task = parse_tag(tag).task
     trained_with = trained_with or dict(seed=args.seed, threads=args.threads)  # the training's, not the test's
     record = dict(tag=tag, config=config, **trained_with, train_seconds=train_s,
-                  checkpoint=ckpt if keep_curve else osp.join("work_dirs", "weights", tag, osp.basename(ckpt)),
+                  checkpoint=ckpt if keep_curve else osp.join(_in_repo(args.work_root), tag, osp.basename(ckpt)),
                   metrics=metrics, **measured,
                   command=f"python tools/make_weights.py --tags {tag} --seed {args.seed}")
     records = [("metrics", record)] + ([] if keep_curve else [("curves", _curve(work_dir))])
@@ -275,6 +275,12 @@ def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, 
     mins = f"{train_s / 60:.1f} min" if train_s else "packaged"
     print(f"[{time.strftime('%H:%M:%S')}] {tag}: {metrics} ({mins})", flush=True)
     return metrics
+
+
+def _in_repo(path):
+    """``path`` relative to the repository when it is inside it (records name no machine's folders), else as is."""
+    rel = osp.relpath(osp.abspath(path), ROOT)
+    return path if rel.startswith("..") else rel
 
 
 def _example_input(model, task, batch):
@@ -340,9 +346,12 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=2, help="trainings at once")
     p.add_argument("--threads", type=int, default=1, help="OMP threads per training")
-    p.add_argument("--out", default=osp.join(ROOT, "pretrained"), help="where the published folders go")
-    p.add_argument("--results", default=osp.join(ROOT, "results"), help="where metrics and curves go")
-    p.add_argument("--work-root", default=osp.join(ROOT, "work_dirs", "weights"))
+    p.add_argument("--out", default=None, help="where the published folders go (default pretrained/; with a --seed "
+                   "other than 0: work_dirs/seeds/seed<N>/pretrained, so the bundled seed-0 folders stay)")
+    p.add_argument("--results", default=None, help="where metrics and curves go (default results/; with a --seed "
+                   "other than 0: results/seeds/seed<N>, which MODEL_CARDS.md averages over)")
+    p.add_argument("--work-root", default=None,
+                   help="training runs (default work_dirs/weights; with a --seed other than 0: work_dirs/seeds/seed<N>)")
     p.add_argument("--org", default="zoo-models", help="Hub organisation recorded in config.json")
     p.add_argument("--resume", action="store_true", help="resume unfinished trainings instead of restarting")
     p.add_argument("--cfg-options", nargs="+", default=[], metavar="K=V",
@@ -361,7 +370,16 @@ def parse_args(argv=None):
     p.add_argument("--post-out", metavar="JSON", help=argparse.SUPPRESS)
     p.add_argument("--post-samples", metavar="PNG", help=argparse.SUPPRESS)
     p.add_argument("--list", action="store_true", help="print the jobs and exit")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    # Seed 0 is the published run; another seed is a seed study next to it, never a replacement of it.
+    study = osp.join(ROOT, "work_dirs", "seeds", f"seed{args.seed}")
+    defaults = dict(out=(osp.join(ROOT, "pretrained"), osp.join(study, "pretrained")),
+                    results=(osp.join(ROOT, "results"), osp.join(ROOT, "results", "seeds", f"seed{args.seed}")),
+                    work_root=(osp.join(ROOT, "work_dirs", "weights"), study))
+    for key, (published, other_seed) in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, published if args.seed == 0 else other_seed)
+    return args
 
 
 def main(argv=None):

@@ -251,9 +251,9 @@ def seeds_section(entries, seeds):
     if not rows:
         return []
     return ["## Seeds", "",
-            "The same recipe trained with other seeds (`tools/make_weights.py --seed N --results results/seeds/seedN`; "
-            "only the seed of the published run ships). Each value is measured like the card's; ± is the sample "
-            "standard deviation (n - 1).", "",
+            "The same recipe trained with other seeds (`python tools/make_weights.py --tags TAG --seed N` writes "
+            "`results/seeds/seedN/`; only the published run's seed ships). Each value is measured like the card's, "
+            "on the run's float16 folder; ± is the sample standard deviation (n - 1).", "",
             "| Tag | Metric | Per seed | Mean ± std |", "|---|---|---|---|"] + rows + [""]
 
 
