@@ -71,7 +71,9 @@ def test_seg_resize_section_compares_both_layouts(bench):
     assert [r["mixer"] for r in rows] == ["sa"]  # ff slides its crop: not this path
     row = rows[0]
     assert row["same_labels"] is True and row["rounds"] == 2 and row["nchw_s"] > 0 and row["channels_last_s"] > 0
-    assert row["speedup"] == round(row["nchw_s"] / row["channels_last_s"], 2)
+    # the speed-up is of the unrounded medians: it lies within the bounds the 3-decimal seconds allow
+    n, c, h = row["nchw_s"], row["channels_last_s"], 0.0005
+    assert (n - h) / (c + h) - 0.005 <= row["speedup"] <= (n + h) / max(c - h, 1e-9) + 0.005
 
 
 def test_linear_section_restores_the_fast_path(bench):

@@ -983,8 +983,9 @@ def main(argv=None):
     if res.get("seg"):
         for head in args.seg_heads:
             print(f"### Seg end to end, {SEG_HEADS[head]} ({head}): *_vit_{args.seg_model_size}, {SEG_CLASSES} "
-                  f"classes; infer = one image to its label map (predict), no grad; train step = batch {args.seg_train_batch}, forward + backward "
-                  f"+ AdamW; x sa = sa's time / this time (same size, same run); MB = peak RSS growth of the row\n")
+                  f"classes; infer = one image to its label map (predict), no grad; train step = batch "
+                  f"{args.seg_train_batch}, forward + backward + AdamW; x sa = sa's time / this time (same size, "
+                  f"same run); MB = peak RSS growth of the row\n")
             print(table(seg_table(res["seg"], head)) + "\n")
         notes = [f"{SEG_HEADS[r['head']]} {r['res']}px {r['mixer']} {r['mode']}: {r['note']}" for r in res["seg"]
                  if "note" in r]

@@ -102,8 +102,7 @@ def load_results(results_dir=RESULTS):
 
 def load_seeds(results_dir=RESULTS):
     """``{tag: {seed: metrics}}``: the published run (``results/metrics/<tag>.json``) and the same recipe run with
-    other seeds (``results/seeds/seed<N>/metrics/<tag>.json``, written by ``tools/make_weights.py --seed N
-    --results results/seeds/seed<N>``)."""
+    other seeds (``results/seeds/seed<N>/metrics/<tag>.json``, written by ``tools/make_weights.py --seed N``)."""
     out = {}
     for tag, rec in load_results(results_dir).items():
         if rec.get("metrics"):

@@ -354,10 +354,11 @@ class ZooEncoderDecoder(EncoderDecoder):
         if (th, tw) != (H, W):
             inputs = F.pad(inputs, (0, tw - W, 0, th - H))  # bottom/right, zero = the mean colour after normalising
         logits = self.decode_head.forward(self.extract_feat(inputs))  # (B, K, th/4, tw/4)
-        # Resized in channels-last layout: torch's bilinear kernel vectorises over the K classes there (1.6x faster
-        # on CPU), and the per-pixel argmax of mmseg's postprocess_result then reads K contiguous floats instead of
-        # K strided planes (2.4x faster together at 1024 px; docs/BENCHMARKS.md). Same values to float rounding;
-        # the returned tensor is (B, K, H, W) with channels-last strides.
+        # Resized in channels-last layout: torch's bilinear kernel vectorises over the K classes there, and the
+        # per-pixel argmax of mmseg's postprocess_result then reads K contiguous floats instead of K planes far
+        # apart (image -> labels 1.29-1.38x faster at 1024 px on an AVX2 CPU: `tools/benchmark.py --only
+        # seg-resize`, docs/BENCHMARKS.md). Same values to float rounding; the returned tensor is (B, K, H, W) with
+        # channels-last strides.
         logits = logits.contiguous(memory_format=torch.channels_last)
         if self.padded_logits == "stretch":  # mmseg: the padded grid's logits resized straight to the input size
             return F.interpolate(logits, size=(H, W), mode="bilinear", align_corners=self.align_corners)
