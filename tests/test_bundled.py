@@ -22,6 +22,15 @@ def _record(tag):
         return json.load(f)
 
 
+def _make_weights():
+    """``tools/make_weights.py`` as a module."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("make_weights", os.path.join(ROOT, "tools", "make_weights.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture
 def one_thread():
     threads = torch.get_num_threads()
@@ -84,7 +93,6 @@ def test_repack_rewrites_a_float32_folder_in_float16_and_measures_it_again(tmp_p
     by ``tools/test.py`` (the float32 ones kept as ``checkpoint_metrics``). The float32 folder here is a bundled
     checkpoint cast up, so the float16 rewrite must give back the bundled file byte for byte, and its measured
     metrics the bundled card's, while the made-up metric of the float32 folder only survives as the 'before'."""
-    import importlib.util
     import shutil
     from safetensors.torch import load_file
     import zoo
@@ -101,9 +109,7 @@ def test_repack_rewrites_a_float32_folder_in_float16_and_measures_it_again(tmp_p
     assert {v.dtype for v in load_file(str(out / tag / "model.safetensors")).values()} >= {torch.float32}
     (res / "metrics").mkdir(parents=True)
     shutil.copy(os.path.join(ROOT, "results", "metrics", f"{tag}.json"), res / "metrics")
-    spec = importlib.util.spec_from_file_location("make_weights", os.path.join(ROOT, "tools", "make_weights.py"))
-    mw = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mw)
+    mw = _make_weights()
     argv = ["--repack", "--tags", tag, "--out", str(out), "--results", str(res), "--work-root", str(tmp_path / "w"),
             "--jobs", "1"]
     assert mw.main(argv) == 0
@@ -130,10 +136,7 @@ def test_repack_rewrites_a_float32_folder_in_float16_and_measures_it_again(tmp_p
 
 
 def test_make_weights_another_seed_never_replaces_the_published_run():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("make_weights", os.path.join(ROOT, "tools", "make_weights.py"))
-    mw = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mw)
+    mw = _make_weights()
     rel = lambda a: {k: os.path.relpath(getattr(a, k), ROOT) for k in ("out", "results", "work_root")}  # noqa: E731
     assert rel(mw.parse_args([])) == dict(out="pretrained", results="results", work_root="work_dirs/weights")
     assert rel(mw.parse_args(["--seed", "2"])) == dict(out="work_dirs/seeds/seed2/pretrained",
@@ -147,11 +150,8 @@ def test_make_weights_publishes_float16_and_scores_the_published_folder(tmp_path
     """One tag through the whole of ``tools/make_weights.py`` (one training epoch): the folder stores float16, its
     card carries the metrics of ``tools/test.py --pretrained local-dir:`` on that folder, and the record keeps the
     float32 checkpoint's own test next to them."""
-    import importlib.util
     from safetensors.torch import load_file
-    spec = importlib.util.spec_from_file_location("make_weights", os.path.join(ROOT, "tools", "make_weights.py"))
-    mw = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mw)
+    mw = _make_weights()
     tag = "ea_vit_micro.pcls_shapes"
     out, res, work = tmp_path / "pretrained", tmp_path / "results", tmp_path / "w"
     assert mw.main(["--tags", tag, "--out", str(out), "--results", str(res), "--work-root", str(work), "--jobs", "1",

@@ -100,11 +100,12 @@ def load_results(results_dir=RESULTS):
     return out
 
 
-def load_seeds(results_dir=RESULTS):
+def load_seeds(results_dir=RESULTS, results=None):
     """``{tag: {seed: metrics}}``: the published run (``results/metrics/<tag>.json``) and the same recipe run with
-    other seeds (``results/seeds/seed<N>/metrics/<tag>.json``, written by ``tools/make_weights.py --seed N``)."""
+    other seeds (``results/seeds/seed<N>/metrics/<tag>.json``, written by ``tools/make_weights.py --seed N``).
+    ``results``: ``load_results(results_dir)`` when the caller has it already."""
     out = {}
-    for tag, rec in load_results(results_dir).items():
+    for tag, rec in (load_results(results_dir) if results is None else results).items():
         if rec.get("metrics"):
             out.setdefault(tag, {})[rec.get("seed", 0)] = rec["metrics"]
     for path in sorted(glob.glob(os.path.join(results_dir, "seeds", "seed*", "metrics", "*.json"))):
@@ -121,8 +122,9 @@ def load_seeds(results_dir=RESULTS):
 def outputs(bundled_dir=BUNDLED, results_dir=RESULTS, output=OUTPUT, index=pretrained.INDEX_PATH):
     """``{path: text}`` of every generated file."""
     entries = load_entries(bundled_dir, results_dir)
+    results = load_results(results_dir)
     files = {index: pretrained.index_text(entries),
-             output: cards.model_cards_md(entries, load_results(results_dir), seeds=load_seeds(results_dir))}
+             output: cards.model_cards_md(entries, results, seeds=load_seeds(results_dir, results))}
     for tag in entries:
         folder = os.path.join(bundled_dir, tag)
         files[os.path.join(folder, "README.md")] = cards.model_card(_read_json(os.path.join(folder, "config.json")))

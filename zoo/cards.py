@@ -10,6 +10,7 @@ model-index schema), so the Hub parses it exactly as it writes it.
 """
 import json
 import re
+import statistics
 
 from .backbones.vit import SIZES
 from . import mixers, registry
@@ -225,14 +226,6 @@ def _throughput(rec):
     return f"{t['value']:.0f} {t['unit']}" if t.get("value") else "?"
 
 
-def mean_std(values):
-    """``(mean, sample standard deviation)`` of two or more numbers (the n - 1 estimate, as numpy's ``ddof=1``)."""
-    if len(values) < 2:
-        raise ValueError(f"mean and standard deviation need two or more values, got {len(values)}")
-    mean = sum(values) / len(values)
-    return mean, (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
-
-
 def seeds_section(entries, seeds):
     """Lines of MODEL_CARDS.md's table over seeds (tags with two or more seeds; empty when there are none)."""
     rows = []
@@ -245,7 +238,7 @@ def seeds_section(entries, seeds):
         if any(name not in m for m in runs.values()):
             raise ValueError(f"{tag}: not every seed's record has its metric {name!r}")
         values = [runs[s][name] for s in sorted(runs)]
-        mean, std = mean_std(values)
+        mean, std = statistics.mean(values), statistics.stdev(values)  # stdev: the n - 1 estimate
         per_seed = ", ".join(f"{s}: {_fmt(runs[s][name])}" for s in sorted(runs))
         rows.append(f"| `{tag}` | {name} | {per_seed} | {mean:.2f} ± {std:.2f} (n={len(values)}) |")
     if not rows:
