@@ -186,5 +186,6 @@ def test_seg_config_reads_the_recipe_of_zoo_load():
     cfg = _config("configs/seg/_base_/models/upernet_zoo-vit.py")
     expected = model_cfg("sa_vit_base", num_classes=150, img_size=512, patch_size=16, drop_path_rate=0.1).to_dict()
     expected["backbone"]["checkpoint"] = None
+    expected["test_cfg"]["return_logits"] = False  # the configs evaluate labels only (ZooEncoderDecoder.predict)
     assert cfg.model.to_dict() == expected
     assert cfg.data_preprocessor.to_dict() == expected["data_preprocessor"]

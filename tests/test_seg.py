@@ -294,3 +294,42 @@ def test_ade20k_configs_without_an_imagenet_start(mixer, head):
     from mmengine.config import Config
     cfg = Config.fromfile(f"configs/seg/{head}_{mixer}-vit-base_8xb2-160k_ade20k-512x512.py")
     assert not cfg.model.backbone.get("init_cfg") and not cfg.model.backbone.get("checkpoint")
+
+
+@pytest.mark.parametrize("head", ["uper", "segformer"])
+def test_predict_without_logits_gives_the_same_labels(head):
+    # test_cfg.return_logits=False (the seg configs' evaluation): pred_sem_seg from zoo.layers.resize_argmax on the
+    # head's logits, never the full-size ones; the labels must be mmseg's (argmax of the resized logits) for plain
+    # inputs, padded inputs, inputs resized by the test pipeline (two resizes) and flipped ones.
+    from mmseg.structures import SegDataSample
+    from tests.test_resize_argmax import assert_labels_of
+    torch.manual_seed(0)
+    model = zoo.load("ea_vit_micro", task="seg", decode_head=head, **dict(SMALL, aux_channels=0)).eval()
+    x = torch.randn(4, 3, 64, 64)
+    metas = [dict(img_shape=(64, 64), ori_shape=(64, 64), padding_size=[0, 0, 0, 0]),
+             dict(img_shape=(54, 57), ori_shape=(54, 57), padding_size=[3, 4, 2, 8]),  # padded on every side
+             dict(img_shape=(64, 64), ori_shape=(100, 90), padding_size=[0, 0, 0, 0]),  # the pipeline resized it
+             dict(img_shape=(64, 64), ori_shape=(64, 64), padding_size=[0, 0, 0, 0], flip=True,
+                  flip_direction="horizontal")]
+    with torch.no_grad():
+        reference = model.predict(x, [SegDataSample(metainfo=m) for m in metas])
+        model.test_cfg.return_logits = False
+        fast = model.predict(x, [SegDataSample(metainfo=m) for m in metas])
+        bare = model.predict(x)  # no data samples: labels at the input size
+    for ref, got in zip(reference, fast):
+        assert "seg_logits" not in got and got.pred_sem_seg.data.shape == ref.pred_sem_seg.data.shape
+        assert_labels_of(ref.seg_logits.data[None], got.pred_sem_seg.data)
+    logits = model(x)
+    assert_labels_of(logits, torch.cat([s.pred_sem_seg.data for s in bare]))
+
+
+def test_predict_without_logits_after_slide_inference():
+    from tests.test_resize_argmax import assert_labels_of
+    torch.manual_seed(0)
+    model = zoo.load("ff_vit_micro", task="seg", **SMALL).eval()
+    x = torch.randn(1, 3, 100, 90)
+    with torch.no_grad():
+        logits = model(x)
+        model.test_cfg.return_logits = False
+        out = model.predict(x)
+    assert_labels_of(logits, out[0].pred_sem_seg.data)

@@ -187,4 +187,17 @@ def test_light_head_base_reads_the_recipe_of_zoo_load():
     expected = model_cfg("sa_vit_base", num_classes=150, img_size=512, patch_size=16, drop_path_rate=0.1,
                          decode_head="segformer").to_dict()
     expected["backbone"]["checkpoint"] = None
+    expected["test_cfg"]["return_logits"] = False  # the configs evaluate labels only (ZooEncoderDecoder.predict)
     assert _cfg(path).model.to_dict() == expected
+
+
+def test_tta_turns_the_logits_back_on():
+    # the configs evaluate labels only; mmseg's SegTTAModel merges each view's seg_logits, so --tta needs them
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("zoo_tools_test", os.path.join(ROOT, "tools", "test.py"))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    cfg = _cfg(os.path.join(ROOT, "configs/seg/segformerhead_ea-vit-tiny_8xb2-160k_ade20k-512x512.py"))
+    assert cfg.model.test_cfg.return_logits is False
+    tool.apply_tta(cfg)
+    assert cfg.model.type == "SegTTAModel" and cfg.model.module.test_cfg.return_logits is True

@@ -47,6 +47,8 @@ def apply_tta(cfg):
                          f"defines no test-time augmentation. Run without --tta, or add them (see mmseg's "
                          f"configs/_base_/datasets/ade20k.py for an example).")
     cfg.test_dataloader.dataset.pipeline = cfg.tta_pipeline
+    if cfg.model.get("test_cfg", {}).get("return_logits") is False:  # seg: the TTA wrapper merges each view's logits
+        cfg.model.test_cfg.return_logits = True
     cfg.tta_model.module = cfg.model
     cfg.model = cfg.tta_model
     return cfg

@@ -55,8 +55,12 @@ from mmengine.config import ConfigDict  # noqa: E402
 from mmengine.logging import MMLogger  # noqa: E402
 from mmengine.model import BaseModule  # noqa: E402
 from mmengine.registry import DefaultScope  # noqa: E402
+from mmengine.structures import PixelData  # noqa: E402
 from mmseg.models.segmentors import EncoderDecoder  # noqa: E402
 from mmseg.registry import MODELS as SEG_MODELS  # noqa: E402
+from mmseg.structures import SegDataSample  # noqa: E402
+
+from ..layers.resize_argmax import resize_argmax  # noqa: E402
 
 from .. import mixers  # noqa: E402
 from ..backbones.vit import SIZES, VisionTransformer  # noqa: E402
@@ -347,23 +351,72 @@ class ZooEncoderDecoder(EncoderDecoder):
         ph, pw = bb.patch_size
         return math.ceil(H / ph) * ph, math.ceil(W / pw) * pw
 
-    def encode_decode(self, inputs, batch_img_metas):
-        """Logits (B, K, H, W) at the size of ``inputs``; pads to what the backbone takes and crops back."""
+    def _head_logits(self, inputs):
+        """Head logits at the head's stride for ``inputs`` (padded to what the backbone takes), channels-last.
+
+        Returns:
+            ``(logits, resize_to, (H, W))``: encode_decode's logits are ``logits`` bilinearly resized to ``resize_to``
+            and cut to the top-left ``(H, W)``, the input size.
+        """
         H, W = inputs.shape[-2:]
         th, tw = self._fit_size(H, W)
         if (th, tw) != (H, W):
             inputs = F.pad(inputs, (0, tw - W, 0, th - H))  # bottom/right, zero = the mean colour after normalising
         logits = self.decode_head.forward(self.extract_feat(inputs))  # (B, K, th/4, tw/4)
-        # Resized in channels-last layout: torch's bilinear kernel vectorises over the K classes there, and the
-        # per-pixel argmax of mmseg's postprocess_result then reads K contiguous floats instead of K planes far
-        # apart (image -> labels 1.29-1.38x faster at 1024 px on an AVX2 CPU: `tools/benchmark.py --only
-        # seg-resize`, docs/BENCHMARKS.md). Same values to float rounding; the returned tensor is (B, K, H, W) with
-        # channels-last strides.
+        # Channels-last: torch's bilinear kernel vectorises over the K classes there, and the per-pixel argmax of
+        # mmseg's postprocess_result then reads K contiguous floats instead of K planes far apart (image -> labels
+        # 1.29-1.38x faster at 1024 px on an AVX2 CPU: `tools/benchmark.py --only seg-resize`, docs/BENCHMARKS.md).
         logits = logits.contiguous(memory_format=torch.channels_last)
-        if self.padded_logits == "stretch":  # mmseg: the padded grid's logits resized straight to the input size
-            return F.interpolate(logits, size=(H, W), mode="bilinear", align_corners=self.align_corners)
-        logits = F.interpolate(logits, size=(th, tw), mode="bilinear", align_corners=self.align_corners)
-        return logits[..., :H, :W]
+        # "stretch" (mmseg): the padded grid's logits resized straight to the input size
+        return logits, ((H, W) if self.padded_logits == "stretch" else (th, tw)), (H, W)
+
+    def encode_decode(self, inputs, batch_img_metas):
+        """Logits (B, K, H, W) at the size of ``inputs``; pads to what the backbone takes and crops back.
+
+        Same values as an NCHW resize to float rounding; the returned tensor has channels-last strides.
+        """
+        logits, size, (H, W) = self._head_logits(inputs)
+        return F.interpolate(logits, size=size, mode="bilinear", align_corners=self.align_corners)[..., :H, :W]
+
+    def predict(self, inputs, data_samples=None):
+        """mmseg's ``predict``: ``SegDataSample`` s with ``pred_sem_seg`` and ``seg_logits`` at the original size.
+
+        With ``test_cfg.return_logits=False`` (the zoo's seg configs set it; evaluation reads the labels only) the
+        samples carry ``pred_sem_seg`` only, computed by ``zoo.layers.resize_argmax`` from the head's logits: the
+        same labels as the argmax of the resized logits (to float rounding), without the (K, H, W) tensor
+        that mmseg writes and reads once per image (at 1024 px and 150 classes, 600 MB and a third of a light-head
+        segmentor's CPU inference; `tools/benchmark.py --only seg-labels`). Test-time augmentation merges logits, so
+        ``tools/test.py --tta`` turns it back on.
+        """
+        if self.test_cfg.get("return_logits", True) or self.out_channels == 1:
+            return super().predict(inputs, data_samples)
+        shape = tuple(inputs.shape[2:])
+        if data_samples is not None:
+            metas = [s.metainfo for s in data_samples]
+        else:
+            metas = [dict(ori_shape=shape, img_shape=shape, pad_shape=shape, padding_size=[0, 0, 0, 0])
+                     for _ in range(inputs.shape[0])]
+            data_samples = [SegDataSample() for _ in metas]
+        if self.test_cfg.get("mode", "whole") == "whole":
+            logits, size, (H, W) = self._head_logits(inputs)
+        else:  # slide: the stitched full-size logits, labelled (and resized to the original size) per image
+            logits, size, (H, W) = self.inference(inputs, metas), shape, shape
+        for i, (meta, sample) in enumerate(zip(metas, data_samples)):
+            left, right, top, bottom = meta.get("img_padding_size", meta.get("padding_size", [0] * 4))
+            rows, cols = (top, H - bottom), (left, W - right)  # mmseg's postprocess_result drops the padding
+            x = logits[i:i + 1]
+            flip = (3 if meta.get("flip_direction") == "horizontal" else 2) if meta.get("flip") else None
+            if (rows[1] - rows[0], cols[1] - cols[0]) == tuple(meta["ori_shape"]):  # one resize: fuse it
+                labels = resize_argmax(x, size, self.align_corners, rows, cols)
+                labels = labels if flip is None else labels.flip(dims=(flip - 1,))
+            else:  # mmseg resizes twice (to the input, then to the original size): the first one as it does
+                if tuple(x.shape[2:]) != tuple(size):
+                    x = F.interpolate(x, size=size, mode="bilinear", align_corners=self.align_corners)
+                x = x[..., rows[0]:rows[1], cols[0]:cols[1]]
+                x = x if flip is None else x.flip(dims=(flip,))
+                labels = resize_argmax(x, tuple(meta["ori_shape"]), self.align_corners)
+            sample.set_data({"pred_sem_seg": PixelData(data=labels)})
+        return data_samples
 
     def _forward(self, inputs, data_samples=None):
         """``mode='tensor'``: per-pixel logits (B, K, H, W) at the input resolution (whole or slide inference)."""

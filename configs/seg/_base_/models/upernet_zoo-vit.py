@@ -18,6 +18,8 @@ custom_imports = dict(imports=['tasks.seg'], allow_failed_imports=False)
 # every config names its model (backbone.name); the ADE20K recipe: 512 crop, patch 16, stochastic depth 0.1
 model = model_cfg('sa_vit_base', num_classes=150, img_size=512, patch_size=16, drop_path_rate=0.1)
 model.backbone.checkpoint = None  # a classification checkpoint for the trunk (e.g. converted DeiT weights)
+# Evaluation reads the labels only: predict skips the full-size logits (ZooEncoderDecoder.predict, same labels).
+model.test_cfg.return_logits = False
 # ff configs switch test_cfg to dict(mode='slide', crop_size=crop_size, stride=(341, 341)): fixed token count.
 norm_cfg = model.decode_head.norm_cfg
 data_preprocessor = model.data_preprocessor  # pads training batches to the crop

@@ -1,0 +1,91 @@
+"""``zoo.layers.resize_argmax``: labels of bilinearly resized logits without the resized logits, against
+``F.interpolate(...).argmax(1)`` and a hand-computed case."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from zoo.layers.resize_argmax import resize_argmax, source_index
+
+
+def assert_labels_of(resized, labels, rtol=1e-5):
+    """``labels`` is ``resized.argmax(1)`` wherever the top two classes are apart by more than float rounding, and a
+    maximiser (to rounding) everywhere."""
+    top2 = resized.topk(2, dim=1).values
+    scale = 1 + resized.abs().amax(dim=1)
+    clear = (top2[:, 0] - top2[:, 1]) > rtol * scale
+    expected = resized.argmax(1)
+    assert labels.shape == expected.shape and labels.dtype == torch.long
+    assert torch.equal(labels[clear], expected[clear])
+    chosen = resized.gather(1, labels[:, None])[:, 0]
+    assert bool(((top2[:, 0] - chosen) <= rtol * scale).all())
+
+
+def test_by_hand():
+    # one row of two source pixels, 4 output pixels: class 0 goes 0 -> 1, class 1 is 0.6 everywhere.
+    # align_corners=False puts the outputs at source positions -0.25 (clamped to 0), 0.25, 0.75, 1.25 (clamped to 1):
+    # class 0 reads 0, 0.25, 0.75, 1, so class 1 wins the first two and class 0 the last two.
+    x = torch.tensor([[0.0, 1.0], [0.6, 0.6]]).view(1, 2, 1, 2)
+    assert resize_argmax(x, (1, 4)).tolist() == [[[1, 1, 0, 0]]]
+    i0, i1, w0, w1 = source_index(2, 4, align_corners=False)
+    assert i0.tolist() == [0, 0, 0, 1] and i1.tolist() == [1, 1, 1, 1]
+    assert w1.tolist() == [0.0, 0.25, 0.75, 0.25]  # the last one splits 0.75/0.25 between pixel 1 and itself
+    # align_corners=True: positions 0, 1/3, 2/3, 1 -> class 0 reads 0, 1/3, 2/3, 1: labels 1, 1, 0, 0
+    assert resize_argmax(x, (1, 4), align_corners=True).tolist() == [[[1, 1, 0, 0]]]
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("shape,size", [
+    ((2, 5, 7, 9), (28, 36)),      # x4, batch of 2
+    ((1, 150, 16, 16), (64, 64)),  # ADE20K's class count
+    ((1, 20, 13, 17), (50, 61)),   # non-integer scales
+    ((1, 6, 20, 20), (7, 9)),      # shrinking
+    ((1, 3, 1, 1), (4, 4)),        # a single source pixel
+    ((1, 4, 5, 1), (9, 3)),        # one source column
+])
+def test_matches_interpolate_then_argmax(shape, size, align_corners):
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    resized = F.interpolate(x, size=size, mode="bilinear", align_corners=align_corners)
+    assert_labels_of(resized, resize_argmax(x, size, align_corners))
+
+
+def test_regions_ties_layouts_and_windows():
+    torch.manual_seed(1)
+    # piecewise-constant regions with noise, at the stride-8 layout of a real head (most cells have one candidate)
+    regions = torch.randint(0, 150, (1, 4, 4))
+    x = F.one_hot(F.interpolate(regions[None].float(), size=(32, 32), mode="nearest")[0].long(), 150)
+    x = (x.permute(0, 3, 1, 2).float() * 4 + torch.randn(1, 150, 32, 32)).contiguous(memory_format=torch.channels_last)
+    resized = F.interpolate(x, size=(256, 256), mode="bilinear", align_corners=False)
+    labels = resize_argmax(x, (256, 256))
+    assert_labels_of(resized, labels)
+    assert torch.equal(resize_argmax(x.contiguous(), (256, 256)), labels)  # NCHW input, same labels
+    # a window of the output (as after cropping padding) is that window of the labels
+    assert torch.equal(resize_argmax(x, (256, 256), rows=(3, 250), cols=(17, 256)), labels[:, 3:250, 17:])
+    # exact ties (integer logits): the lowest class index wins, as in argmax
+    ties = torch.randint(0, 3, (2, 6, 9, 9)).float()
+    for ac in (False, True):
+        assert_labels_of(F.interpolate(ties, size=(40, 40), mode="bilinear", align_corners=ac),
+                         resize_argmax(ties, (40, 40), ac))
+    tied = torch.zeros(1, 4, 3, 3)
+    assert torch.equal(resize_argmax(tied, (8, 8)), torch.zeros(1, 8, 8, dtype=torch.long))
+
+
+def test_near_uniform_logits_take_the_plain_resize(monkeypatch):
+    # every class is a candidate everywhere: the candidate path would do more work than a plain resize
+    torch.manual_seed(2)
+    x = torch.randn(1, 40, 16, 16) * 1e-3
+    resized = F.interpolate(x, size=(64, 64), mode="bilinear", align_corners=False)
+    calls = []
+    monkeypatch.setattr(F, "interpolate", lambda *a, **k: calls.append(k) or resized)
+    assert torch.equal(resize_argmax(x, (64, 64)), resized.argmax(1)) and len(calls) == 1
+    monkeypatch.undo()
+    assert_labels_of(resized, resize_argmax(x, (64, 64), dense_fraction=1.0))  # the candidate path, forced
+
+
+def test_same_size_is_a_plain_argmax_and_bad_input_is_refused():
+    x = torch.randn(2, 5, 6, 7)
+    assert torch.equal(resize_argmax(x, (6, 7), rows=(1, 5)), x[:, :, 1:5].argmax(1))
+    with pytest.raises(ValueError, match="B, K, h, w"):
+        resize_argmax(x[0], (12, 14))
+    with pytest.raises(ValueError, match="do not fit"):
+        resize_argmax(x, (12, 14), rows=(0, 13))
