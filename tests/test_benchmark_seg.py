@@ -64,16 +64,25 @@ def test_seg_section_end_to_end(bench, tmp_path):
                                                                      ("ea", "infer"), ("ea", "train")]
 
 
-def test_seg_resize_section_compares_both_layouts(bench):
+def test_seg_resize_section_compares_the_three_ways(bench):
     args = bench.parse_args(["--only", "seg-resize", "--seg-model-size", "micro", "--seg-heads-res", "64",
                              "--seg-mixers", "sa,ff", "--repeats", "2"])
     rows = bench.bench_seg_resize(args)
     assert [r["mixer"] for r in rows] == ["sa"]  # ff slides its crop: not this path
     row = rows[0]
-    assert row["same_labels"] is True and row["rounds"] == 2 and row["nchw_s"] > 0 and row["channels_last_s"] > 0
-    # the speed-up is of the unrounded medians: it lies within the bounds the 3-decimal seconds allow
-    n, c, h = row["nchw_s"], row["channels_last_s"], 0.0005
-    assert (n - h) / (c + h) - 0.005 <= row["speedup"] <= (n + h) / max(c - h, 1e-9) + 0.005
+    assert row["pixels_differing"] == {"channels_last": 0, "labels_only": 0} and row["rounds"] == 2
+    # the speed-ups are of the unrounded medians: they lie within the bounds the 3-decimal seconds allow
+    n, h = row["nchw_s"], 0.0005
+    for way in ("channels_last", "labels_only"):
+        c = row[f"{way}_s"]
+        assert c > 0 and (n - h) / (c + h) - 0.005 <= row[f"{way}_x"] <= (n + h) / max(c - h, 1e-9) + 0.005
+
+
+def test_seg_modes_option(bench, capsys):
+    assert bench.parse_args(["--seg-modes", "infer"]).seg_modes == ["infer"]
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--seg-modes", "infer,eval"])
+    assert "--seg-modes: unknown ['eval']" in capsys.readouterr().err
 
 
 def test_linear_section_restores_the_fast_path(bench):

@@ -31,8 +31,9 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   printed (emulated bf16 is several times slower than float32).
 - **seg end to end** (``--only seg``): for each mixer, the ``*_vit_tiny`` segmentor (``zoo.load(task="seg")``, 150
   classes, 512 crop) with UPerNet and with the light head (``decode_head="segformer"``) on one image at 512, 1024
-  and 2048 pixels (1k, 4k, 16k tokens): inference (image -> label map with mmseg's ``predict``: full-resolution
-  logits and their argmax; no grad; ``ff`` slides its 512 window) and one training step
+  and 2048 pixels (1k, 4k, 16k tokens): inference (image -> label map with ``predict`` as the seg configs evaluate,
+  ``test_cfg.return_logits=False``: labels straight from the head's logits; no grad; ``ff`` slides its 512 window)
+  and one training step
   (forward + backward + AdamW step, batch ``--seg-train-batch`` = 2, the configs' images per GPU; UPerNet's
   pooling BN needs more than one image; ``ff`` trains at its crop only). Each (head, size, mixer, mode) runs in a
   fresh process; its peak memory is the growth of the peak RSS during the first call (``zoo.cpu.PeakMemory``), and
@@ -42,9 +43,10 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   inference fast path) and with it switched off (``F.linear``), interleaved round by round in one process.
 - **gemm** (``--only gemm``): a classifier's forward (default ``sa_vit_base``) against its own GEMMs timed alone
   at their exact shapes through the same linear: the share of the GEMM rate the whole forward reaches.
-- **seg resize** (``--only seg-resize``): the light head's ``predict`` at ``--seg-heads-res`` with the 150-class logits
-  resized in channels-last layout (the segmentor's way) against a plain NCHW resize, interleaved in one process,
-  with a check that both give the same label map.
+- **seg resize** (``--only seg-resize``): the light head's image -> label map at ``--seg-heads-res`` three ways,
+  interleaved in one process: mmseg's (150-class logits resized in NCHW layout, then the argmax), ``predict`` with
+  the resize in channels-last layout, and ``predict`` without the full-size logits (``zoo.layers.resize_argmax``),
+  with the number of pixels whose label differs from mmseg's.
 - **seg heads** (``--only seg-heads``): neck + decode head alone on four random ``*_vit_tiny`` maps of a 1024-pixel
   image, for UPerNet and the light-head candidates (how the light head was chosen).
 - **tasks** (``--tasks``): rows returned by ``tasks/<task>/bench.py:run(quick)`` for every task that has one.
@@ -541,7 +543,11 @@ def seg_worker(job):
         model.eval()
         x = torch.randn(1, 3, res, res)
 
-        def fn():  # image -> label map, as mmseg's predict: full-resolution logits, then the per-pixel argmax
+        # image -> label map as the seg configs evaluate: without the full-resolution logits (return_logits=False,
+        # zoo.layers.resize_argmax; `--only seg-resize` compares it with mmseg's logits-then-argmax)
+        model.test_cfg.return_logits = False
+
+        def fn():
             with torch.no_grad():
                 return model.predict(x)
     else:
@@ -602,7 +608,7 @@ def bench_seg(args):
     for head in args.seg_heads:
         for res in args.seg_sizes:
             for mixer in args.seg_mixers:
-                for mode in ("infer", "train"):
+                for mode in args.seg_modes:
                     row = dict(head=head, mixer=mixer, res=res, tokens=(res // 16) ** 2, mode=mode,
                                batch=1 if mode == "infer" else args.seg_train_batch)
                     rows.append(row)
@@ -689,9 +695,10 @@ def bench_seg_heads(args):
 
 
 def bench_seg_resize(args):
-    """Light-head ``predict`` at ``--seg-heads-res`` with the logits resized in channels-last layout (what
-    ``ZooEncoderDecoder.encode_decode`` does) against the plain NCHW resize it replaced, interleaved in one process;
-    the label maps must be identical."""
+    """Light-head ``predict`` at ``--seg-heads-res``, image -> label map three ways, interleaved in one process:
+    mmseg's way (logits resized in NCHW layout, then the argmax), the segmentor's ``predict`` with the resize in
+    channels-last layout (``test_cfg.return_logits=True``), and without the full-size logits (``return_logits=False``:
+    ``zoo.layers.resize_argmax``, what the seg configs evaluate with). The label maps are compared with mmseg's."""
     import torch.nn.functional as F
     import zoo
     R, rows = args.seg_heads_res, []
@@ -707,21 +714,31 @@ def bench_seg_resize(args):
             low = model.decode_head(model.extract_feat(x))  # backbone + neck + head: logits at stride 8
             return model.postprocess_result(F.interpolate(low, size=(R, R), mode="bilinear", align_corners=False))
 
-        def channels_last():
-            return model.predict(x)
+        def predict(return_logits):
+            def fn():
+                model.test_cfg.return_logits = return_logits
+                return model.predict(x)
+            return fn
+        ways = {"nchw": nchw, "channels_last": predict(True), "labels_only": predict(False)}
         with torch.no_grad():
-            same = torch.equal(nchw()[0].pred_sem_seg.data, channels_last()[0].pred_sem_seg.data)
-            times = {"nchw": [], "channels_last": []}
+            ref = nchw()[0].pred_sem_seg.data
+            differ = {k: int((fn()[0].pred_sem_seg.data != ref).sum()) for k, fn in ways.items() if k != "nchw"}
+            times = {k: [] for k in ways}
             for _ in range(args.repeats):
-                for name, fn in (("nchw", nchw), ("channels_last", channels_last)):
+                for name, fn in ways.items():
                     t = time.perf_counter()
                     fn()
                     times[name].append(time.perf_counter() - t)
-        old, new = statistics.median(times["nchw"]), statistics.median(times["channels_last"])
-        rows.append(dict(mixer=mixer, px=R, nchw_s=round(old, 3), channels_last_s=round(new, 3),
-                         speedup=round(old / new, 2), same_labels=same, rounds=args.repeats))
-        print(f"  {mixer:4s} {R}px predict: NCHW resize {old:.3f} s, channels-last {new:.3f} s "
-              f"({old / new:.2f}x), same labels: {same}", flush=True)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        rows.append(dict(mixer=mixer, px=R, nchw_s=round(med["nchw"], 3),
+                         channels_last_s=round(med["channels_last"], 3), labels_only_s=round(med["labels_only"], 3),
+                         channels_last_x=round(med["nchw"] / med["channels_last"], 2),
+                         labels_only_x=round(med["nchw"] / med["labels_only"], 2),
+                         pixels_differing=differ, rounds=args.repeats))
+        print(f"  {mixer:4s} {R}px predict: NCHW resize {med['nchw']:.3f} s, channels-last "
+              f"{med['channels_last']:.3f} s ({med['nchw'] / med['channels_last']:.2f}x), labels only "
+              f"{med['labels_only']:.3f} s ({med['nchw'] / med['labels_only']:.2f}x); pixels differing from mmseg's "
+              f"labels: {differ}", flush=True)
     return rows
 
 
@@ -874,6 +891,7 @@ def parse_args(argv=None):
     p.add_argument("--seg-sizes", type=int, nargs="+", default=list(SEG_SIZES), help="seg image sides in pixels")
     p.add_argument("--seg-heads", default="uper,segformer", help="seg decode heads: uper, segformer (the light one)")
     p.add_argument("--seg-mixers", default="sa,ea,effa,ff", help="seg mixers")
+    p.add_argument("--seg-modes", default="infer,train", help="seg rows: infer, train")
     p.add_argument("--seg-model-size", default="tiny", help=argparse.SUPPRESS)
     p.add_argument("--seg-train-batch", type=int, default=2, help="images per seg training step (default 2: the "
                    "configs' images per GPU; UPerNet's pool-scale-1 BN cannot train on one image)")
@@ -894,9 +912,12 @@ def parse_args(argv=None):
     args.min_run_time = args.min_run_time or (0.5 if args.quick else 2.0)
     args.seg_heads = [h for h in args.seg_heads.split(",") if h]
     args.seg_mixers = [m for m in args.seg_mixers.split(",") if m]
+    args.seg_modes = [m for m in args.seg_modes.split(",") if m]
     unknown = set(args.seg_heads) - set(SEG_HEADS)
     if unknown:
         p.error(f"--seg-heads: unknown {sorted(unknown)}; choose from {sorted(SEG_HEADS)}")
+    if set(args.seg_modes) - {"infer", "train"}:
+        p.error(f"--seg-modes: unknown {sorted(set(args.seg_modes) - {'infer', 'train'})}; choose from infer, train")
     args.repeats = args.repeats or (3 if args.quick else 7)
     args.tokens = args.tokens or (TOKENS[:3] if args.quick else TOKENS)
     return args
