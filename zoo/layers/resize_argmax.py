@@ -90,12 +90,12 @@ def resize_argmax(logits, size, align_corners=False, rows=None, cols=None, block
     best = torch.empty_like(n_cand)
     band = max(1, block_elems // (B * len(cx) * K))
     for a in range(0, len(cy), band):
-        rows = (cy[a:a + band], cy1[a:a + band])
-        hi = _pair(_pair(x, 1, *rows, torch.maximum), 2, cx, cx1, torch.maximum)  # (B, n, m, K) corner maxima
-        lo = _pair(_pair(x, 1, *rows, torch.minimum), 2, cx, cx1, torch.minimum)
+        band_rows = (cy[a:a + band], cy1[a:a + band])
+        hi = _pair(_pair(x, 1, *band_rows, torch.maximum), 2, cx, cx1, torch.maximum)  # (B, n, m, K) corner maxima
+        lo = _pair(_pair(x, 1, *band_rows, torch.minimum), 2, cx, cx1, torch.minimum)
         n_cand[:, a:a + band] = (hi >= _bound(lo, hi, rtol)).sum(dim=-1)
         best[:, a:a + band] = hi.argmax(dim=-1)
-    out = best[:, ry[:, None], rx]  # every pixel takes its cell's best corner; right wherever the cell has one candidate
+    out = best[:, ry[:, None], rx]  # each pixel takes its cell's best corner: right where the cell has one candidate
     multi = n_cand > 1
     if not bool(multi.any()):
         return out
