@@ -60,10 +60,9 @@ from mmseg.models.segmentors import EncoderDecoder  # noqa: E402
 from mmseg.registry import MODELS as SEG_MODELS  # noqa: E402
 from mmseg.structures import SegDataSample  # noqa: E402
 
-from ..layers.resize_argmax import resize_argmax  # noqa: E402
-
 from .. import mixers  # noqa: E402
 from ..backbones.vit import SIZES, VisionTransformer  # noqa: E402
+from ..layers.resize_argmax import resize_argmax  # noqa: E402
 from ..registry import model_info  # noqa: E402
 
 # ImageNet statistics on the 0..255 scale, as mmseg's ViT configs (images are read as BGR and converted to RGB).
@@ -379,13 +378,13 @@ class ZooEncoderDecoder(EncoderDecoder):
         return F.interpolate(logits, size=size, mode="bilinear", align_corners=self.align_corners)[..., :H, :W]
 
     def predict(self, inputs, data_samples=None):
-        """mmseg's ``predict``: ``SegDataSample`` s with ``pred_sem_seg`` and ``seg_logits`` at the original size.
+        """mmseg's ``predict``: a ``SegDataSample`` per image, ``pred_sem_seg`` and ``seg_logits`` at its original size.
 
         With ``test_cfg.return_logits=False`` (the zoo's seg configs set it; evaluation reads the labels only) the
         samples carry ``pred_sem_seg`` only, computed by ``zoo.layers.resize_argmax`` from the head's logits: the
         same labels as the argmax of the resized logits (to float rounding), without the (K, H, W) tensor
         that mmseg writes and reads once per image (at 1024 px and 150 classes, 600 MB and a third of a light-head
-        segmentor's CPU inference; `tools/benchmark.py --only seg-labels`). Test-time augmentation merges logits, so
+        segmentor's CPU inference; `tools/benchmark.py --only seg-resize`). Test-time augmentation merges logits, so
         ``tools/test.py --tta`` turns it back on.
         """
         if self.test_cfg.get("return_logits", True) or self.out_channels == 1:
