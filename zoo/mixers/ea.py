@@ -11,8 +11,6 @@ The forward computes exactly this, arranged for speed (``forward_reference`` is 
 
 - M_k is a per-head linear map after ``trans_dims``, so the two fold into one (4h*S x C) matrix, and M_v folds
   into ``proj`` the same way: two GEMMs per token instead of four, and no (B, N, 4C) intermediate.
-- The folded bias of the logits is the same for every token, and the softmax runs over the tokens, so it cancels:
-  the logits GEMM runs without it (no bias copy into its output).
 - Tokens are processed in blocks of ``chunk_tokens``: each block's logits are exponentiated once against the block's
   own max, and the softmax over all N tokens is finished with per-block rescaling factors (the log-sum-exp merge), so
   the (block x 4h*S) working set stays in cache and the cost stays linear in N for long sequences.
@@ -98,12 +96,12 @@ class ExternalAttention(nn.Module):
         fast = onednn_ready(x, *layers)  # CPU inference: oneDNN's linear (zoo.layers.linear)
         B, N, _ = x.shape
         H, S, T = self.num_heads, self.linear_0.out_features, self.chunk_tokens
-        wa, _, wb, bb = self.folded_weights()
+        wa, ba, wb, bb = self.folded_weights()
         # Pass 1, per token block: logits (B, t, 4h*S), their max over the block's tokens (a constant shift that
         # softmax ignores, hence detached) and exp(logits - max) with its sum over the block's tokens.
         exps, maxes, sums = [], [], []
         for i in range(0, N, T):
-            z = linear(x[:, i:i + T], wa, None, fast)  # (B, t, 4h*S); + ba would cancel in the token softmax
+            z = linear(x[:, i:i + T], wa, ba, fast)  # (B, t, 4h*S)
             zmax = z.detach().amax(dim=1, keepdim=True)  # (B, 1, 4h*S)
             e = (z - zmax).exp_()
             exps.append(e)
