@@ -390,11 +390,8 @@ class ZooEncoderDecoder(EncoderDecoder):
         if self.test_cfg.get("return_logits", True) or self.out_channels == 1:
             return super().predict(inputs, data_samples)
         shape = tuple(inputs.shape[2:])
-        if data_samples is not None:
-            metas = [s.metainfo for s in data_samples]
-        else:
-            metas = [dict(ori_shape=shape, img_shape=shape, pad_shape=shape, padding_size=[0, 0, 0, 0])
-                     for _ in range(inputs.shape[0])]
+        metas = self._metas(inputs, data_samples)
+        if data_samples is None:
             data_samples = [SegDataSample() for _ in metas]
         if self.test_cfg.get("mode", "whole") == "whole":
             logits, size, (H, W) = self._head_logits(inputs)
@@ -419,13 +416,16 @@ class ZooEncoderDecoder(EncoderDecoder):
 
     def _forward(self, inputs, data_samples=None):
         """``mode='tensor'``: per-pixel logits (B, K, H, W) at the input resolution (whole or slide inference)."""
+        return self.inference(inputs, self._metas(inputs, data_samples))
+
+    @staticmethod
+    def _metas(inputs, data_samples):
+        """The samples' metainfo, or (without samples) mmseg's stand-in: every shape the input's, no padding."""
         if data_samples is not None:
-            metas = [s.metainfo for s in data_samples]
-        else:
-            shape = tuple(inputs.shape[2:])
-            metas = [dict(ori_shape=shape, img_shape=shape, pad_shape=shape, padding_size=[0, 0, 0, 0])
-                     for _ in range(inputs.shape[0])]
-        return self.inference(inputs, metas)
+            return [s.metainfo for s in data_samples]
+        shape = tuple(inputs.shape[2:])
+        return [dict(ori_shape=shape, img_shape=shape, pad_shape=shape, padding_size=[0, 0, 0, 0])
+                for _ in range(inputs.shape[0])]
 
 
 # ``decode_head=`` of ``model_cfg`` / ``build`` -> the mmseg head class it builds.
