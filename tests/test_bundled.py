@@ -11,6 +11,7 @@ import os
 import pytest
 import torch
 
+from tests.load_tool import load_tool
 from zoo import pretrained
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,11 +25,7 @@ def _record(tag):
 
 def _make_weights():
     """``tools/make_weights.py`` as a module."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("make_weights", os.path.join(ROOT, "tools", "make_weights.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("make_weights")
 
 
 @pytest.fixture

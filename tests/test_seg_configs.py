@@ -193,10 +193,8 @@ def test_light_head_base_reads_the_recipe_of_zoo_load():
 
 def test_tta_turns_the_logits_back_on():
     # the configs evaluate labels only; mmseg's SegTTAModel merges each view's seg_logits, so --tta needs them
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("zoo_tools_test", os.path.join(ROOT, "tools", "test.py"))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    from tests.load_tool import load_tool
+    tool = load_tool("test")
     cfg = _cfg(os.path.join(ROOT, "configs/seg/segformerhead_ea-vit-tiny_8xb2-160k_ade20k-512x512.py"))
     assert cfg.model.test_cfg.return_logits is False
     tool.apply_tta(cfg)

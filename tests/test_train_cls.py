@@ -1,7 +1,6 @@
 """Classification training/evaluation on mmengine: readers (IDX, ImageFolder), transforms, metric, model wrapper,
 safe checkpoint loading, and tools/train.py + tools/test.py end to end on tiny data written in tmp_path."""
 import gzip
-import importlib.util
 import json
 import os
 import pickle
@@ -17,6 +16,7 @@ from PIL import Image
 
 import tasks.cls as cls
 from tasks.common import checkpoint as ckpt_mod
+from tests.load_tool import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 MICRO_CONFIG = ROOT / "configs/cls/sa-vit-micro-p4_1xb128-300it_fmnist-28.py"
@@ -244,9 +244,7 @@ def test_cpu_amp_wrapper_autocasts_bf16():
 
 
 def test_tta_without_tta_model_is_a_clear_error():
-    spec = importlib.util.spec_from_file_location("zoo_tools_test", ROOT / "tools/test.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool("test")
     from mmengine.config import Config
     cfg = Config.fromfile(str(MICRO_CONFIG))
     with pytest.raises(ValueError, match="--tta needs `tta_model` and `tta_pipeline`"):
@@ -304,12 +302,9 @@ def test_train_then_test_end_to_end(tmp_path):
 
 def test_json_out_accepts_numpy_metrics():
     """mmseg's IoUMetric returns numpy floats; --json-out must still write plain JSON."""
-    import importlib.util
     import json
 
     import numpy as np
-    spec = importlib.util.spec_from_file_location("zoo_tools_test", ROOT / "tools" / "test.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_tool("test")
     out = mod.jsonable({"mIoU": np.float32(61.25), "aAcc": 90.5, "name": "x"})
     assert json.loads(json.dumps(out)) == {"mIoU": 61.25, "aAcc": 90.5, "name": "x"}
