@@ -1,22 +1,20 @@
 """tools/benchmark.py's "seg end to end" section on micro models: a row's worker (memory of the first call, then
 torch.utils.benchmark timings), the skip rules (extrapolated time / memory, ff trains at its crop only) and the table
 with ratios against sa. The full section runs only by hand (minutes); one subprocess round trip is a slow test."""
-import importlib.util
 import json
 import os
 
 import pytest
 import torch
 
+from tests.load_tool import load_tool
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("zoo_benchmark_tool", os.path.join(ROOT, "tools", "benchmark.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("benchmark")
 
 
 @pytest.mark.parametrize("head", ["segformer", pytest.param("uper", marks=pytest.mark.slow)])  # uper: 512 ch

@@ -82,12 +82,8 @@ def test_amp_with_native_bf16_autocasts(with_bf16, monkeypatch):
 
 
 def test_benchmark_fast_skips_bf16_without_native(no_bf16):
-    import importlib.util
-    import os
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "benchmark.py")
-    spec = importlib.util.spec_from_file_location("zoo_benchmark_tool", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from tests.load_tool import load_tool
+    bench = load_tool("benchmark")
     reason = bench.bf16_skip_reason()
     assert reason and "no native bf16" in reason
     cpu.bf16_support.cache_clear()

@@ -222,14 +222,10 @@ def test_gen_metric_names_keys_after_the_network(monkeypatch):
 def test_metric_quantises_fakes_like_saved_pngs(tmp_path):
     """The features of a fake are those of the PNG that tools/sample.py would write, read back as pytorch-fid does
     (PIL -> u / 255 -> 2x - 1), not those of the float image."""
-    import importlib.util
-    import os
     from PIL import Image
     from tasks.gen.metrics import GenMetric
-    spec = importlib.util.spec_from_file_location("_sample", os.path.join(os.path.dirname(__file__), "..", "tools",
-                                                                          "sample.py"))
-    sample = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sample)
+    from tests.load_tool import load_tool
+    sample = load_tool("sample")
     g = torch.Generator().manual_seed(1)
     fake = torch.rand(6, 1, 8, 8, generator=g) * 2 - 1
     real = torch.zeros(6, 1, 8, 8)

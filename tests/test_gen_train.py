@@ -1,12 +1,13 @@
 """Generation task through the mmengine Runner (tools/train.py, tools/test.py, tools/sample.py) on tiny data."""
 import gzip
-import importlib.util
 import os
 import struct
 
 import numpy as np
 import pytest
 import torch
+
+from tests.load_tool import load_tool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "configs/gen/sagan_effa-vit-micro_1xb32-2k_fmnist-32x32.py")
@@ -18,11 +19,7 @@ def _private_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path_factory.mktemp("zoo_cache")))
 
 
-def _tool(name):
-    spec = importlib.util.spec_from_file_location(f"_tool_{name}", os.path.join(ROOT, "tools", f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+_tool = load_tool
 
 
 def _write_idx(path, array):

@@ -1,5 +1,4 @@
 """The pretrained index, the bundled cards and MODEL_CARDS.md are generated from data, and are never stale."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,14 +10,13 @@ import torch
 import zoo
 from zoo import cards, pretrained, registry
 
+from tests.load_tool import load_tool
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("zoo_make_cards", os.path.join(ROOT, "tools", "make_cards.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("make_cards")
 
 
 def test_generated_files_are_up_to_date():

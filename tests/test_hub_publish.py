@@ -6,7 +6,6 @@ mmengine model exposing ``zoo_model`` (the contract every task's model follows),
 saved with mmengine's ``save_checkpoint``.
 """
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,6 +17,8 @@ import torch
 import zoo
 from zoo import hub, registry
 from zoo.datasets import FASHION_MNIST_CLASSES
+
+from tests.load_tool import load_tool
 
 from hub_server import hub_env  # noqa: F401  (fixture)
 
@@ -59,10 +60,7 @@ model = dict(type='HubTestClassifier', name='ff_vit_micro', num_classes=10, img_
 
 
 def _load_tool():
-    spec = importlib.util.spec_from_file_location("zoo_publish_tool", os.path.join(ROOT, "tools", "publish.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("publish")
 
 
 @pytest.fixture
@@ -126,10 +124,7 @@ def test_publish_cli_end_to_end(hub_env, trained, tmp_path, monkeypatch):
 
     # `make cards` turns the upload record into a registry entry that makes the tag loadable.
     assert "make cards" in proc.stdout
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("zoo_make_cards", os.path.join(ROOT, "tools", "make_cards.py"))
-    make_cards = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_cards)
+    make_cards = load_tool("make_cards")
     entry = make_cards.load_entries(str(tmp_path / "no-bundled"), str(tmp_path / "results"))["ff_vit_micro.cls_fmnist"]
     assert (entry.hf_hub_id, entry.revision, entry.sha256) == (repo, record["revision"], sha)
     assert entry.args == record["args"] and entry.metrics == {"accuracy/top1": 83.5, "accuracy/top5": 99.1}

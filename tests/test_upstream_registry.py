@@ -78,13 +78,11 @@ def test_offline_without_cache_names_the_source(tmp_path, monkeypatch):
 def test_publish_republishes_a_converted_upstream_tag(tmp_path, monkeypatch):
     """``tools/publish.py --pretrained TAG --no-upload``: the converted model in the zoo layout, loadable with
     ``local-dir:``, its card carrying the upstream licence, source, citation and "reported upstream" metrics."""
-    import importlib.util
     import json
     import os
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    spec = importlib.util.spec_from_file_location("zoo_publish", os.path.join(root, "tools", "publish.py"))
-    publish = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(publish)
+
+    from tests.load_tool import load_tool
+    publish = load_tool("publish")
     out = tmp_path / "pub"
     with served_eamlp_tag(tmp_path, monkeypatch, seed=3) as (ema, entry):
         assert publish.main(["--pretrained", "ea_t2t_7.cls_in1k", "--repo-id", "me/ea_t2t_7", "--out", str(out),
