@@ -234,7 +234,7 @@ def _backbone(name, **kw):
     from mmengine.registry import DefaultScope
     from mmseg.registry import MODELS
     with DefaultScope.overwrite_default_scope("mmseg"):
-        return MODELS.build(dict(type="ZooViTBackbone", name=name, img_size=56, patch_size=4, in_chans=1, **kw))
+        return MODELS.build(dict(type="ZooViTBackbone", name=name, img_size=56, patch_size=4, **{"in_chans": 1, **kw}))
 
 
 def test_init_cfg_starts_the_trunk_from_a_pretrained_tag_at_init_weights_only():
@@ -273,6 +273,30 @@ def test_init_cfg_skip_keeps_ff_token_mixing_fresh_and_loads_the_rest():
     with pytest.raises(ValueError, match="matches no key"):
         _backbone("ff_vit_micro", init_cfg=dict(type="Pretrained", checkpoint="ff_vit_micro.cls_fmnist",
                                                 skip=["blocks.*.attn.*"])).init_weights()
+
+
+def test_a_grey_classifier_starts_a_colour_trunk_with_the_same_response_to_grey_images():
+    """1 -> 3 input channels (the scenes recipe starts from the Fashion-MNIST classifiers): the kernel is repeated
+    and divided by 3, so a grey image given as three equal channels embeds as the 1-channel image did."""
+    cls = zoo.load("sa_vit_micro.cls_fmnist")
+    bb = _backbone("sa_vit_micro", in_chans=3, init_cfg=dict(type="Pretrained", checkpoint="sa_vit_micro.cls_fmnist"))
+    bb.init_weights()
+    grey = torch.rand(2, 1, 56, 56)
+    with torch.no_grad():
+        want = F.conv2d(grey, cls.patch_embed.proj.weight.float(), cls.patch_embed.proj.bias.float(), stride=4)
+        got = bb.trunk.patch_embed.proj(grey.expand(-1, 3, -1, -1))
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    own = bb.trunk.state_dict()
+    assert own["patch_embed.proj.weight"].shape == (64, 3, 4, 4)
+    assert torch.equal(own["blocks.0.mixer.qkv.weight"], cls.state_dict()["blocks.0.mixer.qkv.weight"])
+    # and back: a colour kernel for a grey trunk sums over channels
+    colour = {k: v for k, v in bb.trunk.state_dict().items()}
+    grey_bb = _backbone("sa_vit_micro")
+    grey_bb.load_classification_checkpoint(colour)
+    torch.testing.assert_close(grey_bb.trunk.patch_embed.proj.weight, own["patch_embed.proj.weight"].sum(1, True))
+    with pytest.raises(ValueError, match=r"2 input channels.*in_chans=3.*only 1 -> C and C -> 1"):
+        _backbone("sa_vit_micro", in_chans=3).load_classification_checkpoint(
+            {**colour, "patch_embed.proj.weight": torch.zeros(64, 2, 4, 4)})
 
 
 @pytest.mark.parametrize("mixer,size,skip", [("sa", "tiny", None), ("sa", "small", None), ("sa", "base", None),

@@ -169,6 +169,7 @@ class ZooViTBackbone(BaseModule):
         # DeiT conversion starts its final norm from the classifier's, too).
         dropped = ("head.", "head_dist.", "fc_norm.") + (() if self.final_norm else ("norm.",))
         sd = {k: v for k, v in sd.items() if not k.startswith(dropped)}
+        sd = self._fit_in_chans(sd, checkpoint)
         if skip:
             sd = self._skip_keys(sd, skip, checkpoint)
         convert.load_checkpoint(self.trunk, sd, drop_head=True, drop_distillation=True)
@@ -185,6 +186,27 @@ class ZooViTBackbone(BaseModule):
             from ..factory import load
             return load(checkpoint).state_dict()  # resolved, downloaded and converted once, like zoo.load
         return convert.read_state_dict(checkpoint)
+
+    def _fit_in_chans(self, sd, checkpoint):
+        """A grey-scale classifier's patch embedding for a colour trunk, or the reverse (as timm's pretrained
+        loading adapts the first convolution): 1 -> C input channels repeats the kernel and divides it by C, so a
+        grey image given as C equal channels gets the response it had; C -> 1 sums the kernel over channels.
+        Any other channel change is an error."""
+        key = "patch_embed.proj.weight"
+        w = sd.get(key)
+        if w is None or w.ndim != 4 or w.shape[1] == self.in_chans:
+            return sd
+        if w.shape[1] == 1:
+            w = w.repeat(1, self.in_chans, 1, 1) / self.in_chans
+        elif self.in_chans == 1:
+            w = w.sum(dim=1, keepdim=True)
+        else:
+            raise ValueError(f"{checkpoint} has a patch embedding for {w.shape[1]} input channels, which does not "
+                             f"adapt to in_chans={self.in_chans} (only 1 -> C and C -> 1 do); build the backbone "
+                             f"with in_chans={w.shape[1]}")
+        logging.getLogger(__name__).info("%s: patch embedding adapted from %d to %d input channels", self.name,
+                                         sd[key].shape[1], self.in_chans)
+        return {**sd, key: w}
 
     def _skip_keys(self, sd, skip, checkpoint):
         """``sd`` (zoo layout) with the ``skip`` keys replaced by the trunk's own values; the position embedding
