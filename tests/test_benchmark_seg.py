@@ -76,6 +76,22 @@ def test_seg_resize_section_compares_the_three_ways(bench):
         assert c > 0 and (n - h) / (c + h) - 0.005 <= row[f"{way}_x"] <= (n + h) / max(c - h, 1e-9) + 0.005
 
 
+def test_mlp_chunk_section_times_both_ways_with_the_same_labels(bench, monkeypatch):
+    import zoo.layers.mlp as M
+    monkeypatch.setattr(M, "CHUNK_BYTES", 4 * 256 * 64)  # micro's 256-wide hidden layer: blocks of 64 rows
+    blocks = []
+    real = M.Mlp._chunked
+    monkeypatch.setattr(M.Mlp, "_chunked", lambda self, x, rows: blocks.append(rows) or real(self, x, rows))
+    args = bench.parse_args(["--only", "mlp-chunk", "--seg-model-size", "micro", "--seg-sizes", "256",
+                             "--seg-mixers", "ea,ff", "--repeats", "2"])
+    rows = bench.bench_mlp_chunk(args)
+    assert [(r["mixer"], r["px"], r["pixels_differing"], r["rounds"]) for r in rows] == [("ea", 256, 0, 2)]
+    assert rows[0]["one_shot_s"] > 0 and rows[0]["blocks_s"] > 0
+    assert blocks and set(blocks) == {64}  # the blocks ran (256 tokens), the one-shot rounds did not
+    assert len(blocks) == 3 * 4  # micro's 4 blocks, in the warm-up and the 2 timed "blocks" rounds
+    assert M.CHUNK_BYTES == 4 * 256 * 64  # restored
+
+
 def test_seg_modes_option(bench, capsys):
     assert bench.parse_args(["--seg-modes", "infer"]).seg_modes == ["infer"]
     with pytest.raises(SystemExit):

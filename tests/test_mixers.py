@@ -198,6 +198,41 @@ def test_float32_inference_path_matches_paper_formula(name, onednn, monkeypatch)
     torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("onednn", [True, False], ids=["onednn", "f_linear"])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_mlp_inference_in_row_blocks_matches_the_formula(onednn, approximate, monkeypatch):
+    """CPU inference runs the channel MLP over blocks of rows (``CHUNK_BYTES`` of hidden activations each, the last
+    block shorter); the result is fc2(GELU(fc1(x))) in float64. Training, autograd and hooked layers take the
+    one-shot path, and so do inputs with fewer rows than two blocks."""
+    import zoo.layers.linear as L
+    import zoo.layers.mlp as M
+    if onednn and L.ONEDNN_OP is None:
+        pytest.skip("this torch build has no oneDNN linear")
+    monkeypatch.setattr(L, "_ONEDNN_LINEAR", L.ONEDNN_OP if onednn else None)
+    monkeypatch.setattr(M, "CHUNK_BYTES", 4 * 32 * 64)  # 64 rows of a 32-wide hidden layer
+    torch.manual_seed(0)
+    m = M.Mlp(8, 32).eval()
+    m.act.approximate = approximate
+    x = torch.randn(2, 100, 8)  # 200 rows: blocks of 64, 64, 64, 8
+    with torch.no_grad():
+        assert m.chunk_rows(x) == 64 and m.chunk_rows(x[:, :60]) == 0
+        out = m(x)
+        d = m.double()
+        ref = d.fc2(torch.nn.functional.gelu(d.fc1(x.double()), approximate=approximate))
+        m.float()
+    assert out.shape == (2, 100, 8)
+    torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=0)
+    assert m.chunk_rows(x) == 0  # autograd on
+    with torch.no_grad():
+        m.train()
+        assert m.chunk_rows(x) == 0
+        m.eval()
+        handle = m.fc1.register_forward_hook(lambda *a: None)
+        assert m.chunk_rows(x) == 0
+        handle.remove()
+        assert m.chunk_rows(x.double()) == 0 and m.chunk_rows(x) == 64
+
+
 def test_onednn_linear_is_on_by_default_only_where_it_measured_faster():
     from zoo.layers.linear import default_enabled
     assert default_enabled("AVX512", env="")[0] is True

@@ -47,6 +47,9 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   interleaved in one process: mmseg's (150-class logits resized in NCHW layout, then the argmax), ``predict`` with
   the resize in channels-last layout, and ``predict`` without the full-size logits (``zoo.layers.resize_argmax``),
   with the number of pixels whose label differs from mmseg's.
+- **mlp chunk** (``--only mlp-chunk``): the light head's image -> label map at each ``--seg-sizes`` with the
+  channel MLP run over blocks of rows (``zoo.layers.mlp.CHUNK_BYTES``, CPU inference) and in one shot, interleaved
+  in one process, with the number of pixels whose label differs.
 - **seg heads** (``--only seg-heads``): neck + decode head alone on four random ``*_vit_tiny`` maps of a 1024-pixel
   image, for UPerNet and the light-head candidates (how the light head was chosen).
 - **tasks** (``--tasks``): rows returned by ``tasks/<task>/bench.py:run(quick)`` for every task that has one.
@@ -742,6 +745,50 @@ def bench_seg_resize(args):
     return rows
 
 
+def bench_mlp_chunk(args):
+    """The channel MLP over blocks of rows at CPU inference (``zoo.layers.mlp.CHUNK_BYTES``) against one shot:
+    light-head ``predict`` (image -> label map, as the seg configs evaluate) at each ``--seg-sizes``, the blocks on
+    and off (``CHUNK_BYTES`` set to its value or to a size no input reaches), interleaved in one process; the label
+    maps are compared."""
+    import zoo
+    import zoo.layers.mlp as M
+    default, rows = M.CHUNK_BYTES, []
+    modes = {"blocks": default, "one_shot": 1 << 62}
+    for R in args.seg_sizes:
+        x = torch.randn(1, 3, R, R, generator=torch.Generator().manual_seed(0))
+        for mixer in args.seg_mixers:
+            if mixer == "ff":  # fixed token count: slides its crop
+                continue
+            torch.manual_seed(0)
+            model = zoo.load(f"{mixer}_vit_{args.seg_model_size}", task="seg", num_classes=SEG_CLASSES,
+                             img_size=SEG_CROP, decode_head="segformer").eval()
+            model.test_cfg.return_logits = False
+            times, labels = {k: [] for k in modes}, {}
+            try:
+                with torch.no_grad():
+                    for name, size in modes.items():  # warm-up, and the labels of each
+                        M.CHUNK_BYTES = size
+                        labels[name] = model.predict(x)[0].pred_sem_seg.data
+                    for _ in range(args.repeats):
+                        for name, size in modes.items():
+                            M.CHUNK_BYTES = size
+                            t = time.perf_counter()
+                            model.predict(x)
+                            times[name].append(time.perf_counter() - t)
+            finally:
+                M.CHUNK_BYTES = default
+            med = {k: statistics.median(v) for k, v in times.items()}
+            row = dict(mixer=mixer, px=R, one_shot_s=round(med["one_shot"], 3), blocks_s=round(med["blocks"], 3),
+                       speedup=round(med["one_shot"] / med["blocks"], 3),
+                       per_round=round(statistics.median(a / b for a, b in zip(times["one_shot"], times["blocks"])),
+                                       3),
+                       pixels_differing=int((labels["blocks"] != labels["one_shot"]).sum()), rounds=args.repeats)
+            rows.append(row)
+            print(f"  {mixer:4s} {R}px predict: one shot {row['one_shot_s']:.3f} s, blocks {row['blocks_s']:.3f} s "
+                  f"({row['speedup']:.3f}x); pixels differing: {row['pixels_differing']}", flush=True)
+    return rows
+
+
 def bench_tasks(quick):
     rows, failures = {}, []
     tasks_dir = os.path.join(REPO, "tasks")
@@ -876,7 +923,7 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="short run: 3 repeats, N up to 4096, tasks in quick mode")
     p.add_argument("--only", default="mixers,models", help="comma-separated sections: mixers, models, linear, gemm, "
-                   "seg, seg-heads, seg-resize, tasks (default mixers,models; --tasks adds tasks)")
+                   "seg, seg-heads, seg-resize, mlp-chunk, tasks (default mixers,models; --tasks adds tasks)")
     p.add_argument("--tasks", action="store_true", help="also run tasks/<task>/bench.py:run(quick)")
     p.add_argument("--timm-python", default=None, help="python of a venv with timm (compare with timm's ViTs)")
     p.add_argument("--fast", action="store_true", help="also time the bf16 autocast path of the classifiers")
@@ -963,6 +1010,10 @@ def main(argv=None):
         print(f"seg logits resize ({args.seg_heads_res}px, light head, predict, {args.repeats} interleaved rounds):",
               flush=True)
         res["seg_resize"] = bench_seg_resize(args)
+    if "mlp-chunk" in sections:
+        print(f"channel MLP in row blocks (light-head predict, sizes {args.seg_sizes}, {args.repeats} interleaved "
+              f"rounds):", flush=True)
+        res["mlp_chunk"] = bench_mlp_chunk(args)
     if "seg" in sections:
         print(f"seg end to end (heads {args.seg_heads}, sizes {args.seg_sizes}, mixers {args.seg_mixers}):",
               flush=True)
@@ -1001,6 +1052,10 @@ def main(argv=None):
         print(f"### Seg logits resize: light head, {args.seg_heads_res}px, predict (image -> labels), medians of "
               f"{args.repeats} interleaved rounds\n")
         print(table(res["seg_resize"]) + "\n")
+    if res.get("mlp_chunk"):
+        print(f"### Channel MLP in row blocks vs one shot: light-head predict (image -> labels), "
+              f"*_vit_{args.seg_model_size}, medians of {args.repeats} interleaved rounds\n")
+        print(table(res["mlp_chunk"]) + "\n")
     if res.get("seg"):
         for head in args.seg_heads:
             print(f"### Seg end to end, {SEG_HEADS[head]} ({head}): *_vit_{args.seg_model_size}, {SEG_CLASSES} "

@@ -1,7 +1,14 @@
 """Channel MLP and stochastic depth."""
+import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
-from .linear import onednn_linear, onednn_ready
+from .linear import _compiling, onednn_linear, onednn_ready, plain
+
+# CPU inference runs the MLP over blocks of rows whose hidden activations take about this many bytes, so fc1's
+# output stays in cache for GELU and fc2 instead of going through memory as one (tokens, 4C) tensor (50 MB for the
+# 16,384 tokens of a 2048-pixel image at width 192). Measured: docs/BENCHMARKS.md ("chunked MLP").
+CHUNK_BYTES = 3 << 20
 
 
 class Mlp(nn.Module):
@@ -16,10 +23,41 @@ class Mlp(nn.Module):
         self.drop = nn.Dropout(drop)
 
     def forward(self, x):
+        rows = self.chunk_rows(x)
+        if rows:
+            return self._chunked(x, rows)
+        return self._forward(x)
+
+    def _forward(self, x):
         if getattr(self.act, "approximate", None) == "none" and onednn_ready(x, self.fc1, self.act, self.fc2):
             x = onednn_linear(x, self.fc1.weight, self.fc1.bias, gelu=True)  # fc1 and GELU fused (CPU inference)
             return self.drop(onednn_linear(self.drop(x), self.fc2.weight, self.fc2.bias))
         return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+
+    def chunk_rows(self, x):
+        """Rows per block for the blocked CPU inference path, or 0 where it does not apply: autograd on, training
+        (dropout), autocast, ``torch.compile`` tracing, not a float32 CPU tensor, wrapped or hooked layers, or too
+        few rows for two blocks."""
+        if (torch.is_grad_enabled() or self.training or x.device.type != "cpu" or x.dtype != torch.float32
+                or torch.is_autocast_enabled("cpu") or _compiling() or not plain(self.fc1, self.act, self.fc2)):
+            return 0
+        rows = max(64, CHUNK_BYTES // (4 * self.fc1.out_features))
+        return rows if x.numel() // x.shape[-1] >= 2 * rows else 0
+
+    def _chunked(self, x, rows):
+        """``_forward`` over blocks of ``rows`` tokens, written into one output (the same values: each row's
+        result depends on that row only)."""
+        flat = x.reshape(-1, x.shape[-1])
+        out = flat.new_empty(flat.shape[0], self.fc2.out_features)
+        direct = not onednn_ready(x, self.fc1, self.act, self.fc2)
+        for i in range(0, flat.shape[0], rows):
+            block = flat[i:i + rows]
+            if direct and getattr(self.act, "approximate", None) == "none":
+                h = F.gelu(F.linear(block, self.fc1.weight, self.fc1.bias))
+                torch.addmm(self.fc2.bias, h, self.fc2.weight.t(), out=out[i:i + rows])
+            else:
+                out[i:i + rows] = self._forward(block)
+        return out.view(*x.shape[:-1], self.fc2.out_features)
 
 
 class DropPath(nn.Module):
