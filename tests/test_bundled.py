@@ -143,6 +143,56 @@ def test_make_weights_another_seed_never_replaces_the_published_run():
     assert mw._in_repo("/elsewhere/runs") == "/elsewhere/runs"
 
 
+def test_make_weights_starts_the_seg_trunk_from_the_classifier_made_in_the_same_run(tmp_path, monkeypatch):
+    """seg's recipe starts from the mixer's cls checkpoint: given in any order, the seg job runs after the cls job
+    of its run and starts from the folder that job wrote; without one, from the bundled folder; a failed
+    classifier fails the seg job instead of starting it from the old weights."""
+    import hashlib
+    import time
+    mw = _make_weights()
+    events = []
+
+    def fake_make_one(tag, config, args):
+        events.append(("start", tag))
+        if ".cls_" in tag:
+            time.sleep(0.5)  # the seg job, submitted on the second worker, would start meanwhile
+            if "ff_" in tag:
+                raise RuntimeError("training diverged")
+            os.makedirs(os.path.join(args.out, tag))
+            with open(os.path.join(args.out, tag, "model.safetensors"), "wb") as f:
+                f.write(b"new " + tag.encode())
+        else:
+            events.append(("init", mw._trunk_init(tag, args)))
+        events.append(("end", tag))
+
+    monkeypatch.setattr(mw, "make_one", fake_make_one)
+    out = tmp_path / "out"
+    base = ["--out", str(out), "--results", str(tmp_path / "r"), "--work-root", str(tmp_path / "w"), "--jobs", "2"]
+    assert mw.main(["--tags", "ea_vit_micro.seg_scenes", "ea_vit_micro.cls_fmnist", *base]) == 0
+    assert events.index(("end", "ea_vit_micro.cls_fmnist")) < events.index(("start", "ea_vit_micro.seg_scenes"))
+    init = next(e[1] for e in events if e[0] == "init")
+    assert init == dict(tag="ea_vit_micro.cls_fmnist", folder=str(out / "ea_vit_micro.cls_fmnist"),
+                        sha256=hashlib.sha256(b"new ea_vit_micro.cls_fmnist").hexdigest())
+    bundled = mw._trunk_init("sa_vit_micro.seg_scenes", mw.parse_args(base))
+    with open(os.path.join(ROOT, "pretrained", "sa_vit_micro.cls_fmnist", "model.safetensors"), "rb") as f:
+        assert bundled == dict(tag="sa_vit_micro.cls_fmnist", folder="pretrained/sa_vit_micro.cls_fmnist",
+                               sha256=hashlib.sha256(f.read()).hexdigest())
+    assert mw._trunk_init("sa_vit_micro.pcls_shapes", mw.parse_args(base)) is None
+    # what make_one hands to tools/train.py, and keeps for the record
+    monkeypatch.undo()
+    commands = []
+    monkeypatch.setattr(mw, "_run", lambda cmd, log, env: commands.append(cmd))
+    monkeypatch.setattr(mw, "package", lambda tag, config, args, train_s=None: None)
+    mw.make_one("ea_vit_micro.seg_scenes", "configs/seg/x.py", mw.parse_args(base))
+    assert f"model.backbone.init_cfg.checkpoint={out / 'ea_vit_micro.cls_fmnist'}" in commands[0]
+    with open(tmp_path / "w" / "ea_vit_micro.seg_scenes" / "trunk_init.json") as f:
+        assert json.load(f) == init
+    monkeypatch.setattr(mw, "make_one", fake_make_one)
+    events.clear()
+    assert mw.main(["--tags", "ff_vit_micro.seg_scenes", "ff_vit_micro.cls_fmnist", *base]) == 1
+    assert ("start", "ff_vit_micro.seg_scenes") not in events
+
+
 def test_make_weights_publishes_float16_and_scores_the_published_folder(tmp_path):
     """One tag through the whole of ``tools/make_weights.py`` (one training epoch): the folder stores float16, its
     card carries the metrics of ``tools/test.py --pretrained local-dir:`` on that folder, and the record keeps the

@@ -16,7 +16,8 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "seg", "*.py")))
-NAME = re.compile(r"(?P<head>upernet|segformerhead)_(?P<mixer>[a-z]+)-vit-(?P<size>[a-z]+)_(?P<gpus>\d+)xb"
+NAME = re.compile(r"(?P<head>upernet|segformerhead)_(?P<mixer>[a-z]+)-vit-(?P<size>[a-z]+)(?:-p(?P<patch>\d+))?_"
+                  r"(?P<gpus>\d+)xb"
                   r"(?P<batch>\d+)-(?P<iters>\w+)_"
                   r"(?P<data>[a-z0-9-]+)-(?P<h>\d+)x(?P<w>\d+)\.py$")
 
@@ -54,18 +55,53 @@ def test_the_config_set():
            for s in ("tiny", "small", "base")}
     assert ade <= set(names) and len(ade) == 24
     # Both heads at the short schedule (the bundled weights, the heads' comparison), and UPerNet at the 4x schedule.
+    # Both heads from scratch at the short schedule (the heads' comparison), and the bundled weights' recipe.
     assert {n for n in names if "fashion-scenes" in n} == {
         f"{h}_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py" for h in heads for m in ("sa", "ea", "effa", "ff")
-    } | {f"upernet_{m}-vit-micro_1xb16-6000_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")}
+    } | {f"upernet_{m}-vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")}
 
 
-def test_the_long_scenes_schedule_is_the_short_one_run_longer():
-    short = _cfg(os.path.join(ROOT, "configs/seg/upernet_ea-vit-micro_1xb16-1500_fashion-scenes-64x64.py"))
-    long = _cfg(os.path.join(ROOT, "configs/seg/upernet_ea-vit-micro_1xb16-6000_fashion-scenes-64x64.py"))
-    assert (short.train_cfg.max_iters, long.train_cfg.max_iters) == (1500, 6000)
-    assert long.param_scheduler[1].end == 6000 and long.default_hooks.checkpoint.interval == 6000
-    assert long.param_scheduler[0] == short.param_scheduler[0] and long.optim_wrapper == short.optim_wrapper
-    assert long.model == short.model and long.train_dataloader == short.train_dataloader
+def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is_one_recipe():
+    """The seg_scenes recipe: patch 4, the trunk from the same mixer's bundled Fashion-MNIST classifier (ff's
+    token-mixing layers fresh: they are shaped by the token count), the neck rescaled so the head sees the maps of
+    the patch-8 configs; and apart from the backbone's name and start (and ff's sliding inference) the four
+    configs are the same recipe."""
+    from tests.load_tool import load_tool
+    mw = load_tool("make_weights")
+    scratch = _cfg(os.path.join(ROOT, "configs/seg/upernet_ea-vit-micro_1xb16-1500_fashion-scenes-64x64.py"))
+    plain = {}
+    for m in ("sa", "ea", "effa", "ff"):
+        path = mw.RECIPES["seg"][1].format(m=m)
+        assert path == f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py"
+        cfg = _cfg(os.path.join(ROOT, path))
+        bb = cfg.model.backbone
+        assert (bb.name, bb.patch_size, tuple(bb.img_size)) == (f"{m}_vit_micro", 4, (64, 64))
+        assert bb.init_cfg.type == "Pretrained" and bb.init_cfg.checkpoint == f"{m}_vit_micro.cls_fmnist"
+        assert bb.init_cfg.get("skip") == (["blocks.*.mixer.*"] if m == "ff" else None)
+        assert mw.starts_from(f"{m}_vit_micro.seg_scenes") == f"{m}_vit_micro.cls_fmnist"
+        assert cfg.model.neck.scales == [2, 1, 0.5, 0.25] and scratch.model.neck.scales == [4, 2, 1, 0.5]
+        assert (cfg.train_cfg.max_iters, cfg.train_cfg.val_interval, cfg.optim_wrapper.optimizer.lr) == (2000, 250,
+                                                                                                           1e-3)
+        assert cfg.param_scheduler[1].end == 2000 and cfg.default_hooks.checkpoint.interval == 2000
+        assert cfg.train_dataloader == scratch.train_dataloader  # the data and augmentation are unchanged
+        model = cfg.to_dict()["model"]
+        model["backbone"] = {k: v for k, v in model["backbone"].items() if k not in ("name", "init_cfg")}
+        model.pop("test_cfg")
+        plain[m] = dict(model=model, optim=cfg.optim_wrapper.to_dict(), sched=cfg.param_scheduler,
+                        train=cfg.train_cfg.to_dict())
+    assert plain["sa"] == plain["ea"] == plain["effa"] == plain["ff"]
+
+
+def test_published_cards_name_the_weights_the_trunk_started_from():
+    from mmengine.config import Config
+
+    from tests.load_tool import load_tool
+    publish = load_tool("publish")
+    cfg = _cfg(os.path.join(ROOT, "configs/seg/upernet_ff-vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py"))
+    assert publish.trunk_init(cfg) == {"trunk_init": "ff_vit_micro.cls_fmnist, except blocks.*.mixer.*"}
+    assert publish.trunk_init(_cfg(os.path.join(ROOT, "configs/seg/upernet_sa-vit-micro_1xb16-1500_fashion-scenes-"
+                                                 "64x64.py"))) == {}
+    assert publish.trunk_init(Config(dict(model=dict(name="ea_vit_micro")))) == {}
 
 
 def test_ade20k_recipe_numbers():
@@ -130,6 +166,8 @@ def test_config_builds_and_steps(path):
     cfg = _cfg(path)
     mixer, size = m["mixer"], m["size"]
     assert cfg.model.backbone.name == f"{mixer}_vit_{size}"
+    if m["patch"]:
+        assert cfg.model.backbone.patch_size == int(m["patch"])
     crop = (int(m["h"]), int(m["w"]))
     assert tuple(cfg.model.backbone.img_size) == crop == tuple(cfg.crop_size)
     assert cfg.model.test_cfg.mode == ("slide" if mixer == "ff" else "whole")

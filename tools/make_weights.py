@@ -33,12 +33,14 @@ The data must exist first: ``make scenes shapes`` (Fashion-MNIST comes from the 
 """
 import argparse
 import glob
+import hashlib
 import json
 import os
 import os.path as osp
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -51,11 +53,16 @@ MIXERS = ("sa", "ea", "effa", "ff")
 # task -> (dataset key of the tag, config path pattern). One recipe per task, the same for all four mixers.
 RECIPES = {
     "cls": ("fmnist", "configs/cls/{m}-vit-micro-p4_1xb128-16e_fmnist-28.py"),
-    "seg": ("scenes", "configs/seg/upernet_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py"),
+    "seg": ("scenes", "configs/seg/upernet_{m}-vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py"),
     "pcls": ("shapes", "configs/pcls/pct_{m}-vit-micro_1xb16-15e_shapes-256.py"),
     "pseg": ("shapes", "configs/pseg/pct_{m}-vit-micro_1xb16-40e_shapes-part-256.py"),
     "gen": ("fmnist", "configs/gen/sagan_{m}-vit-micro_1xb32-300it_fmnist-32x32.py"),
 }
+
+
+# task -> the task whose bundled checkpoint of the same mixer the recipe starts its trunk from (the seg configs'
+# backbone.init_cfg). When both are made in one run, the later one waits and starts from the folder just written.
+STARTS_FROM = {"seg": "cls"}
 
 
 # Evaluation samples scored by the fast test of each bundled checkpoint (the first N of the evaluation split).
@@ -100,6 +107,29 @@ def _job(tag, args):
     return work_dir, osp.join(work_dir, "make_weights.log"), env
 
 
+def starts_from(tag):
+    """The bundled tag whose weights ``tag``'s recipe starts its trunk from (``STARTS_FROM``), or None."""
+    t = parse_tag(tag)
+    first = STARTS_FROM.get(t.task)
+    return f"{t.model}.{first}_{RECIPES[first][0]}" if first else None
+
+
+def _trunk_init(tag, args):
+    """``dict(tag, folder, sha256)`` of the weights ``tag``'s trunk starts from: the folder of ``starts_from(tag)``
+    under ``--out`` (this run's, or the bundled one for the default ``--out``), else the bundled folder."""
+    first = starts_from(tag)
+    if first is None:
+        return None
+    for folder in (osp.join(args.out, first), osp.join(ROOT, "pretrained", first)):
+        weights = osp.join(folder, "model.safetensors")
+        if osp.isfile(weights):
+            with open(weights, "rb") as f:
+                sha = hashlib.sha256(f.read()).hexdigest()
+            return dict(tag=first, folder=_in_repo(folder), sha256=sha)
+    raise FileNotFoundError(f"{tag} starts its trunk from {first}, which is neither under {args.out} nor bundled; "
+                            f"make it first: python tools/make_weights.py --tags {first}")
+
+
 def make_one(tag, config, args):
     """Train, test and package one tag; returns its test metrics."""
     work_dir, log, env = _job(tag, args)
@@ -108,8 +138,13 @@ def make_one(tag, config, args):
     os.makedirs(work_dir, exist_ok=True)
     py = sys.executable
     t0 = time.time()
+    init = _trunk_init(tag, args)
+    init_options = [f"model.backbone.init_cfg.checkpoint={init['folder']}"] if init else []
+    if init:
+        with open(osp.join(work_dir, "trunk_init.json"), "w") as f:
+            json.dump(init, f, indent=1)
     train = [py, "tools/train.py", config, "--work-dir", work_dir, "--cfg-options",
-             f"randomness.seed={args.seed}", "randomness.deterministic=True", *args.cfg_options]
+             f"randomness.seed={args.seed}", "randomness.deterministic=True", *init_options, *args.cfg_options]
     if args.resume:
         train.append("--resume")
     _run(train, log, env)
@@ -262,6 +297,10 @@ def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, 
             train_s = round(osp.getmtime(ckpt) - start, 1)
     task = parse_tag(tag).task
     trained_with = trained_with or dict(seed=args.seed, threads=args.threads)  # the training's, not the test's
+    init_path = osp.join(work_dir, "trunk_init.json")
+    if osp.isfile(init_path):  # the weights the trunk started from (make_one)
+        with open(init_path) as f:
+            measured["trunk_init"] = json.load(f)
     record = dict(tag=tag, config=config, **trained_with, train_seconds=train_s,
                   checkpoint=ckpt if keep_curve else osp.join(_in_repo(args.work_root), tag, osp.basename(ckpt)),
                   metrics=metrics, **measured,
@@ -403,14 +442,32 @@ def main(argv=None):
     if missing:
         raise SystemExit(f"missing configs: {missing}")
     failed = []
+    # Tags that start from another one run after it: sorted behind every starting point (stable), and waiting for it
+    # when it is made in this run. The pool starts jobs in submission order, so the awaited job is already running.
+    todo.sort(key=lambda job: starts_from(job[0]) is not None)
+    finished = {tag: threading.Event() for tag, _ in todo}
+    work = repack if args.repack else package if args.package_only else make_one
+
+    def run(tag, cfg):
+        try:
+            first = starts_from(tag)
+            if work is make_one and first in finished:
+                finished[first].wait()
+                if first in failed:
+                    raise RuntimeError(f"it starts from {first}, which failed")
+            return work(tag, cfg, args)
+        except Exception:
+            failed.append(tag)
+            raise
+        finally:
+            finished[tag].set()
+
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        work = repack if args.repack else package if args.package_only else make_one
-        futures = {pool.submit(work, tag, cfg, args): tag for tag, cfg in todo}
+        futures = {pool.submit(run, tag, cfg): tag for tag, cfg in todo}
         for fut, tag in futures.items():
             try:
                 fut.result()
-            except Exception as e:  # keep going: one failed tag must not cost the others' hours
-                failed.append(tag)
+            except Exception as e:  # keep going: one failed tag must not cost the others' hours (run() noted it)
                 print(f"[{time.strftime('%H:%M:%S')}] {tag} FAILED: {e}", flush=True)
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

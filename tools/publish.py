@@ -211,6 +211,20 @@ def republish(args):
     return out, written, entry.tag, model.zoo_config["name"], model.zoo_config["task"]
 
 
+def trunk_init(cfg):
+    """``{"trunk_init": ...}`` when the config starts its trunk from other weights (an mmseg-style
+    ``backbone.init_cfg``): the pretrained tag or file it names, and the keys it skips. Empty otherwise (trained
+    from scratch). ``tools/make_weights.py`` records the sha256 of the weights a run actually started from."""
+    init = ((cfg.get("model") or {}).get("backbone") or {}).get("init_cfg") or {}
+    source = init.get("checkpoint") if isinstance(init, dict) else None
+    if not source:
+        return {}
+    source = str(source)
+    if init.get("skip"):
+        source += f", except {', '.join(init['skip'])}"
+    return {"trunk_init": source}
+
+
 def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(name)s: %(message)s")
@@ -254,6 +268,7 @@ def main(argv=None):
         dataset["split"] = args.split or metrics_extra["split"]
 
     training = {k: meta[k] for k in ("epoch", "iter") if isinstance(meta.get(k), int)}
+    training.update(trunk_init(cfg))
     extra = {"hf_hub_id": args.repo_id, "training": training} if training else {"hf_hub_id": args.repo_id}
     out = args.out or tempfile.mkdtemp(prefix="zoo-publish-")
     config_name = os.path.relpath(os.path.abspath(args.config), ROOT)
