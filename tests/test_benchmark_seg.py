@@ -79,6 +79,7 @@ def test_seg_resize_section_compares_the_three_ways(bench):
 def test_mlp_chunk_section_times_both_ways_with_the_same_labels(bench, monkeypatch):
     import zoo.layers.mlp as M
     monkeypatch.setattr(M, "CHUNK_BYTES", 4 * 256 * 64)  # micro's 256-wide hidden layer: blocks of 64 rows
+    monkeypatch.setattr(M, "CHUNK_MIN_BYTES", 0)
     blocks = []
     real = M.Mlp._chunked
     monkeypatch.setattr(M.Mlp, "_chunked", lambda self, x, rows: blocks.append(rows) or real(self, x, rows))

@@ -203,19 +203,20 @@ def test_float32_inference_path_matches_paper_formula(name, onednn, monkeypatch)
 def test_mlp_inference_in_row_blocks_matches_the_formula(onednn, approximate, monkeypatch):
     """CPU inference runs the channel MLP over blocks of rows (``CHUNK_BYTES`` of hidden activations each, the last
     block shorter); the result is fc2(GELU(fc1(x))) in float64. Training, autograd and hooked layers take the
-    one-shot path, and so do inputs with fewer rows than two blocks."""
+    one-shot path, and so do inputs whose hidden tensor is under ``CHUNK_MIN_BYTES``."""
     import zoo.layers.linear as L
     import zoo.layers.mlp as M
     if onednn and L.ONEDNN_OP is None:
         pytest.skip("this torch build has no oneDNN linear")
     monkeypatch.setattr(L, "_ONEDNN_LINEAR", L.ONEDNN_OP if onednn else None)
     monkeypatch.setattr(M, "CHUNK_BYTES", 4 * 32 * 64)  # 64 rows of a 32-wide hidden layer
+    monkeypatch.setattr(M, "CHUNK_MIN_BYTES", 4 * 32 * 150)  # from 150 rows on
     torch.manual_seed(0)
     m = M.Mlp(8, 32).eval()
     m.act.approximate = approximate
     x = torch.randn(2, 100, 8)  # 200 rows: blocks of 64, 64, 64, 8
     with torch.no_grad():
-        assert m.chunk_rows(x) == 64 and m.chunk_rows(x[:, :60]) == 0
+        assert m.chunk_rows(x) == 64 and m.chunk_rows(x[:, :74]) == 0 and m.chunk_rows(x[:, :75]) == 64
         out = m(x)
         d = m.double()
         ref = d.fc2(torch.nn.functional.gelu(d.fc1(x.double()), approximate=approximate))

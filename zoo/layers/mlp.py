@@ -5,10 +5,13 @@ import torch.nn.functional as F
 
 from .linear import _compiling, onednn_linear, onednn_ready, plain
 
-# CPU inference runs the MLP over blocks of rows whose hidden activations take about this many bytes, so fc1's
-# output stays in cache for GELU and fc2 instead of going through memory as one (tokens, 4C) tensor (50 MB for the
-# 16,384 tokens of a 2048-pixel image at width 192). Measured: docs/BENCHMARKS.md ("chunked MLP").
+# CPU inference runs the MLP over blocks of rows whose hidden activations take about CHUNK_BYTES, so fc1's output
+# stays in cache for GELU and fc2 instead of going through memory as one (tokens, 4C) tensor (50 MB for the 16,384
+# tokens of a 2048-pixel image at width 192), but only where that tensor would take CHUNK_MIN_BYTES or more.
+# Measured (MLP 192 -> 768 -> 192 alone, 2 threads, AVX2 EPYC, torch 2.13): one shot / blocks = 0.96 at 4,096 tokens
+# (12.6 MB), 1.17 at 8,192, 1.33 at 10,240, 1.41 at 16,384; docs/BENCHMARKS.md ("channel MLP in row blocks").
 CHUNK_BYTES = 3 << 20
+CHUNK_MIN_BYTES = 16 << 20
 
 
 class Mlp(nn.Module):
@@ -36,17 +39,19 @@ class Mlp(nn.Module):
 
     def chunk_rows(self, x):
         """Rows per block for the blocked CPU inference path, or 0 where it does not apply: autograd on, training
-        (dropout), autocast, ``torch.compile`` tracing, not a float32 CPU tensor, wrapped or hooked layers, or too
-        few rows for two blocks."""
+        (dropout), autocast, ``torch.compile`` tracing, not a float32 CPU tensor, wrapped or hooked layers, a hidden
+        tensor under ``CHUNK_MIN_BYTES``, or too few rows for two blocks."""
         if (torch.is_grad_enabled() or self.training or x.device.type != "cpu" or x.dtype != torch.float32
                 or torch.is_autocast_enabled("cpu") or _compiling() or not plain(self.fc1, self.act, self.fc2)):
             return 0
-        rows = max(64, CHUNK_BYTES // (4 * self.fc1.out_features))
-        return rows if x.numel() // x.shape[-1] >= 2 * rows else 0
+        hidden, total = self.fc1.out_features, x.numel() // x.shape[-1]
+        rows = max(64, CHUNK_BYTES // (4 * hidden))
+        return rows if total >= 2 * rows and 4 * hidden * total >= CHUNK_MIN_BYTES else 0
 
     def _chunked(self, x, rows):
-        """``_forward`` over blocks of ``rows`` tokens, written into one output (the same values: each row's
-        result depends on that row only)."""
+        """``_forward`` over blocks of ``rows`` tokens, written into one output. Each row's result depends on that
+        row only, so the values are those of one shot up to float rounding (the GEMM may block a shorter matrix
+        differently)."""
         flat = x.reshape(-1, x.shape[-1])
         out = flat.new_empty(flat.shape[0], self.fc2.out_features)
         direct = not onednn_ready(x, self.fc1, self.act, self.fc2)
