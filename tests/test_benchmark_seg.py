@@ -78,7 +78,7 @@ def test_seg_resize_section_compares_the_three_ways(bench):
 
 def test_mlp_chunk_section_times_both_ways_with_the_same_labels(bench, monkeypatch):
     import zoo.layers.mlp as M
-    monkeypatch.setattr(M, "CHUNK_BYTES", 4 * 256 * 64)  # micro's 256-wide hidden layer: blocks of 64 rows
+    monkeypatch.setattr(M, "CHUNK_ROWS", 64)
     monkeypatch.setattr(M, "CHUNK_MIN_BYTES", 0)
     blocks = []
     real = M.Mlp._chunked
@@ -90,7 +90,7 @@ def test_mlp_chunk_section_times_both_ways_with_the_same_labels(bench, monkeypat
     assert rows[0]["one_shot_s"] > 0 and rows[0]["blocks_s"] > 0
     assert blocks and set(blocks) == {64}  # the blocks ran (256 tokens), the one-shot rounds did not
     assert len(blocks) == 3 * 4  # micro's 4 blocks, in the warm-up and the 2 timed "blocks" rounds
-    assert M.CHUNK_BYTES == 4 * 256 * 64  # restored
+    assert M.CHUNK_ROWS == 64  # restored
 
 
 def test_seg_modes_option(bench, capsys):

@@ -201,15 +201,14 @@ def test_float32_inference_path_matches_paper_formula(name, onednn, monkeypatch)
 @pytest.mark.parametrize("onednn", [True, False], ids=["onednn", "f_linear"])
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_mlp_inference_in_row_blocks_matches_the_formula(onednn, approximate, monkeypatch):
-    """CPU inference runs the channel MLP over blocks of rows (``CHUNK_BYTES`` of hidden activations each, the last
-    block shorter); the result is fc2(GELU(fc1(x))) in float64. Training, autograd and hooked layers take the
+    """CPU inference runs the channel MLP over blocks of ``CHUNK_ROWS`` rows (the last block shorter); the result is fc2(GELU(fc1(x))) in float64. Training, autograd and hooked layers take the
     one-shot path, and so do inputs whose hidden tensor is under ``CHUNK_MIN_BYTES``."""
     import zoo.layers.linear as L
     import zoo.layers.mlp as M
     if onednn and L.ONEDNN_OP is None:
         pytest.skip("this torch build has no oneDNN linear")
     monkeypatch.setattr(L, "_ONEDNN_LINEAR", L.ONEDNN_OP if onednn else None)
-    monkeypatch.setattr(M, "CHUNK_BYTES", 4 * 32 * 64)  # 64 rows of a 32-wide hidden layer
+    monkeypatch.setattr(M, "CHUNK_ROWS", 64)
     monkeypatch.setattr(M, "CHUNK_MIN_BYTES", 4 * 32 * 150)  # from 150 rows on
     torch.manual_seed(0)
     m = M.Mlp(8, 32).eval()

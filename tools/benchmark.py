@@ -48,7 +48,7 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   the resize in channels-last layout, and ``predict`` without the full-size logits (``zoo.layers.resize_argmax``),
   with the number of pixels whose label differs from mmseg's.
 - **mlp chunk** (``--only mlp-chunk``): the light head's image -> label map at each ``--seg-sizes`` with the
-  channel MLP run over blocks of rows (``zoo.layers.mlp.CHUNK_BYTES``, CPU inference) and in one shot, interleaved
+  channel MLP run over blocks of rows (``zoo.layers.mlp.CHUNK_ROWS``, CPU inference) and in one shot, interleaved
   in one process, with the number of pixels whose label differs.
 - **seg heads** (``--only seg-heads``): neck + decode head alone on four random ``*_vit_tiny`` maps of a 1024-pixel
   image, for UPerNet and the light-head candidates (how the light head was chosen).
@@ -746,13 +746,13 @@ def bench_seg_resize(args):
 
 
 def bench_mlp_chunk(args):
-    """The channel MLP over blocks of rows at CPU inference (``zoo.layers.mlp.CHUNK_BYTES``) against one shot:
+    """The channel MLP over blocks of rows at CPU inference (``zoo.layers.mlp.CHUNK_ROWS``) against one shot:
     light-head ``predict`` (image -> label map, as the seg configs evaluate) at each ``--seg-sizes``, the blocks on
-    and off (``CHUNK_BYTES`` set to its value or to a size no input reaches), interleaved in one process; the label
+    and off (``CHUNK_ROWS`` set to its value or to a count no input reaches), interleaved in one process; the label
     maps are compared."""
     import zoo
     import zoo.layers.mlp as M
-    default, rows = M.CHUNK_BYTES, []
+    default, rows = M.CHUNK_ROWS, []
     modes = {"blocks": default, "one_shot": 1 << 62}
     for R in args.seg_sizes:
         x = torch.randn(1, 3, R, R, generator=torch.Generator().manual_seed(0))
@@ -767,16 +767,16 @@ def bench_mlp_chunk(args):
             try:
                 with torch.no_grad():
                     for name, size in modes.items():  # warm-up, and the labels of each
-                        M.CHUNK_BYTES = size
+                        M.CHUNK_ROWS = size
                         labels[name] = model.predict(x)[0].pred_sem_seg.data
                     for _ in range(args.repeats):
                         for name, size in modes.items():
-                            M.CHUNK_BYTES = size
+                            M.CHUNK_ROWS = size
                             t = time.perf_counter()
                             model.predict(x)
                             times[name].append(time.perf_counter() - t)
             finally:
-                M.CHUNK_BYTES = default
+                M.CHUNK_ROWS = default
             med = {k: statistics.median(v) for k, v in times.items()}
             row = dict(mixer=mixer, px=R, one_shot_s=round(med["one_shot"], 3), blocks_s=round(med["blocks"], 3),
                        speedup=round(med["one_shot"] / med["blocks"], 3),

@@ -5,12 +5,12 @@ import torch.nn.functional as F
 
 from .linear import _compiling, onednn_linear, onednn_ready, plain
 
-# CPU inference runs the MLP over blocks of rows whose hidden activations take about CHUNK_BYTES, so fc1's output
-# stays in cache for GELU and fc2 instead of going through memory as one (tokens, 4C) tensor (50 MB for the 16,384
-# tokens of a 2048-pixel image at width 192), but only where that tensor would take CHUNK_MIN_BYTES or more.
-# Measured (MLP 192 -> 768 -> 192 alone, 2 threads, AVX2 EPYC, torch 2.13): one shot / blocks = 0.96 at 4,096 tokens
-# (12.6 MB), 1.17 at 8,192, 1.33 at 10,240, 1.41 at 16,384; docs/BENCHMARKS.md ("channel MLP in row blocks").
-CHUNK_BYTES = 3 << 20
+# CPU inference runs the MLP over blocks of CHUNK_ROWS rows, written into one output, instead of building the whole
+# (tokens, 4C) hidden tensor (50 MB for the 16,384 tokens of a 2048-pixel image at width 192), where that tensor
+# would take CHUNK_MIN_BYTES or more. Measured (the MLP alone, 2 threads, AVX2 EPYC, torch 2.13; one shot / blocks):
+# C=192: 0.96 at 4,096 tokens (12.6 MB), 1.29-1.42 at 8,192-16,384; C=384: 1.22-1.29 at 4,096-16,384; C=768: 1.05-1.12
+# at 4,096-16,384 (256-row blocks were slower there: 0.87); docs/BENCHMARKS.md ("channel MLP in row blocks").
+CHUNK_ROWS = 1024
 CHUNK_MIN_BYTES = 16 << 20
 
 
@@ -45,8 +45,7 @@ class Mlp(nn.Module):
                 or torch.is_autocast_enabled("cpu") or _compiling() or not plain(self.fc1, self.act, self.fc2)):
             return 0
         hidden, total = self.fc1.out_features, x.numel() // x.shape[-1]
-        rows = max(64, CHUNK_BYTES // (4 * hidden))
-        return rows if total >= 2 * rows and 4 * hidden * total >= CHUNK_MIN_BYTES else 0
+        return CHUNK_ROWS if total >= 2 * CHUNK_ROWS and 4 * hidden * total >= CHUNK_MIN_BYTES else 0
 
     def _chunked(self, x, rows):
         """``_forward`` over blocks of ``rows`` tokens, written into one output. Each row's result depends on that
