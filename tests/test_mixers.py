@@ -201,8 +201,9 @@ def test_float32_inference_path_matches_paper_formula(name, onednn, monkeypatch)
 @pytest.mark.parametrize("onednn", [True, False], ids=["onednn", "f_linear"])
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_mlp_inference_in_row_blocks_matches_the_formula(onednn, approximate, monkeypatch):
-    """CPU inference runs the channel MLP over blocks of ``CHUNK_ROWS`` rows (the last block shorter); the result is fc2(GELU(fc1(x))) in float64. Training, autograd and hooked layers take the
-    one-shot path, and so do inputs whose hidden tensor is under ``CHUNK_MIN_BYTES``."""
+    """CPU inference runs the channel MLP over blocks of ``CHUNK_ROWS`` rows (the last block shorter); the result is
+    fc2(GELU(fc1(x))) in float64. Training, autograd and hooked layers take the one-shot path, and so do inputs
+    whose hidden tensor is under ``CHUNK_MIN_BYTES``."""
     import zoo.layers.linear as L
     import zoo.layers.mlp as M
     if onednn and L.ONEDNN_OP is None:

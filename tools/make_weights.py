@@ -33,7 +33,6 @@ The data must exist first: ``make scenes shapes`` (Fashion-MNIST comes from the 
 """
 import argparse
 import glob
-import hashlib
 import json
 import os
 import os.path as osp
@@ -123,9 +122,8 @@ def _trunk_init(tag, args):
     for folder in (osp.join(args.out, first), osp.join(ROOT, "pretrained", first)):
         weights = osp.join(folder, "model.safetensors")
         if osp.isfile(weights):
-            with open(weights, "rb") as f:
-                sha = hashlib.sha256(f.read()).hexdigest()
-            return dict(tag=first, folder=_in_repo(folder), sha256=sha)
+            from zoo.hub import sha256_file
+            return dict(tag=first, folder=_in_repo(folder), sha256=sha256_file(weights))
     raise FileNotFoundError(f"{tag} starts its trunk from {first}, which is neither under {args.out} nor bundled; "
                             f"make it first: python tools/make_weights.py --tags {first}")
 
@@ -295,7 +293,6 @@ def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, 
         if runs:
             start = time.mktime(time.strptime(osp.basename(runs[-1]), "%Y%m%d_%H%M%S"))
             train_s = round(osp.getmtime(ckpt) - start, 1)
-    task = parse_tag(tag).task
     trained_with = trained_with or dict(seed=args.seed, threads=args.threads)  # the training's, not the test's
     init_path = osp.join(work_dir, "trunk_init.json")
     if osp.isfile(init_path):  # the weights the trunk started from (make_one)

@@ -31,6 +31,7 @@ import urllib.request
 
 from . import convert, hub
 from .checkpoint import CheckpointError
+from .hub import sha256_file
 
 # torch.hub's convention: the part of the file name after the last "-" and before the extension is a sha256 prefix
 # (at least 8 hex digits here, so that words such as "-base." do not read as one).
@@ -76,15 +77,6 @@ def hub_cache_dir(cache_dir=None):
 def cache_root(cache_dir=None):
     """The zoo's folder for upstream files and conversions: ``zoo`` next to the Hub cache."""
     return os.path.join(os.path.dirname(hub_cache_dir(cache_dir)), "zoo")
-
-
-def sha256_file(path):
-    """Hex sha256 of a file, read in chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def expected_sha256(url_or_name, sha256=None):
