@@ -357,3 +357,60 @@ def test_predict_without_logits_after_slide_inference():
         model.test_cfg.return_logits = False
         out = model.predict(x)
     assert_labels_of(logits, out[0].pred_sem_seg.data)
+
+
+def _light_head(norm_cfg=dict(type="BN", requires_grad=True), channels=16, num_classes=7):
+    import zoo.heads.seg  # noqa: F401  (installs the mmcv stand-in before mmseg is imported)
+    from mmseg.models.decode_heads import SegformerHead
+    torch.manual_seed(0)
+    head = SegformerHead(in_channels=[24] * 4, in_index=[0, 1, 2, 3], channels=channels, num_classes=num_classes,
+                         norm_cfg=norm_cfg, align_corners=False)
+    for m in head.modules():  # running statistics and affine terms far from the identity, so a missed fold shows
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1), m.running_var.uniform_(0.5, 2)
+            m.weight.data.uniform_(0.5, 1.5), m.bias.data.uniform_(-0.5, 0.5)
+    return head.eval()
+
+
+@pytest.mark.parametrize("norm", ["BN", None])
+def test_light_head_fused_inference_is_the_head(norm):
+    # zoo.heads.light_head: the fusion conv (BN folded) per level before the resize must give the head's logits,
+    # for levels whose sizes do not divide each other, and identical labels
+    from zoo.heads.light_head import can_fuse, fused_forward
+    head = _light_head(dict(type="BN", requires_grad=True) if norm else None)
+    g = torch.Generator().manual_seed(1)
+    feats = [torch.randn(2, 24, h, w, generator=g) for h, w in ((30, 22), (15, 11), (8, 6), (4, 3))]
+    with torch.no_grad():
+        assert can_fuse(head)
+        ref, got = head.forward(feats), fused_forward(head, feats)
+    assert got.shape == ref.shape == (2, 7, 30, 22)
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    assert torch.equal(got.argmax(1), ref.argmax(1))
+
+
+def test_light_head_fuses_only_where_nothing_can_notice(monkeypatch):
+    import zoo.heads.light_head as light_head
+    from zoo.heads.light_head import can_fuse
+    head = _light_head()
+    assert not can_fuse(head)  # autograd on: training graphs keep mmseg's forward
+    with torch.no_grad():
+        assert can_fuse(head)
+        assert not can_fuse(head.train())
+        head.eval()
+        handle = head.fusion_conv.conv.register_forward_hook(lambda *a: None)  # a hook would not fire
+        assert not can_fuse(head)
+        handle.remove()
+        assert can_fuse(head)
+        assert not can_fuse(_light_head(dict(type="GN", num_groups=4)))  # not an affine map per channel
+    # the segmentor takes the fused path at inference and mmseg's forward in training
+    model = zoo.load("ea_vit_micro", task="seg", decode_head="segformer", **dict(SMALL, aux_channels=0)).eval()
+    fused, hooked = [], []
+    original = light_head.fused_forward
+    monkeypatch.setattr(light_head, "fused_forward", lambda *a: fused.append(1) or original(*a))
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        model(x)
+        assert fused == [1]
+        model.decode_head.fusion_conv.register_forward_pre_hook(lambda *a: hooked.append(1))
+        model(x)
+    assert fused == [1] and hooked == [1]  # hooked: the segmentor fell back to the head's own forward

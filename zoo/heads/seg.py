@@ -64,6 +64,7 @@ from .. import mixers  # noqa: E402
 from ..backbones.vit import SIZES, VisionTransformer  # noqa: E402
 from ..layers.resize_argmax import resize_argmax  # noqa: E402
 from ..registry import model_info  # noqa: E402
+from .light_head import head_forward  # noqa: E402
 
 # ImageNet statistics on the 0..255 scale, as mmseg's ViT configs (images are read as BGR and converted to RGB).
 MEAN = [123.675, 116.28, 103.53]
@@ -263,7 +264,9 @@ class ZooViTBackbone(BaseModule):
         for i, f in zip(sorted(set(self.out_indices)), feats):
             if self.final_norm and i == last:  # mmseg normalises the last layer's tokens before taking outputs
                 f = self.trunk.norm(f)
-            outs.append(f.transpose(1, 2).reshape(f.shape[0], -1, gh, gw))
+            # (B, D, gh, gw) as a channels-last view of the tokens: no copy, and the necks' and heads' convs run
+            # in channels-last (docs/BENCHMARKS.md, "The light head at inference")
+            outs.append(f.reshape(f.shape[0], gh, gw, -1).permute(0, 3, 1, 2))
         by_index = dict(zip(sorted(set(self.out_indices)), outs))
         return tuple(by_index[i] for i in self.out_indices)
 
@@ -383,7 +386,8 @@ class ZooEncoderDecoder(EncoderDecoder):
         th, tw = self._fit_size(H, W)
         if (th, tw) != (H, W):
             inputs = F.pad(inputs, (0, tw - W, 0, th - H))  # bottom/right, zero = the mean colour after normalising
-        logits = self.decode_head.forward(self.extract_feat(inputs))  # (B, K, th/4, tw/4)
+        # (B, K, th/4, tw/4); the light head's fusion conv runs before its resize at inference (zoo.heads.light_head)
+        logits = head_forward(self.decode_head, self.extract_feat(inputs))
         # Channels-last: torch's bilinear kernel vectorises over the K classes there, and the per-pixel argmax of
         # mmseg's postprocess_result then reads K contiguous floats instead of K planes far apart (image -> labels
         # 1.29-1.38x faster at 1024 px on an AVX2 CPU: `tools/benchmark.py --only seg-resize`, docs/BENCHMARKS.md).
