@@ -91,6 +91,8 @@ def test_mixer_matches_paper_formula(name):
         ref = REFS[name](m, x)
     assert out.shape == (B, N, C)
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
+    with torch.no_grad():  # eval mode: the inference paths (ea's leaves out the logits' bias, which softmax cancels)
+        torch.testing.assert_close(m.eval()(x), ref, atol=1e-5, rtol=0)
 
 
 def test_official_parameter_names():

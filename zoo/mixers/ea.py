@@ -97,6 +97,8 @@ class ExternalAttention(nn.Module):
         B, N, _ = x.shape
         H, S, T = self.num_heads, self.linear_0.out_features, self.chunk_tokens
         wa, ba, wb, bb = self.folded_weights()
+        if not (torch.is_grad_enabled() or self.training):
+            return self._infer(x, wa, wb, bb, fast)
         # Pass 1, per token block: logits (B, t, 4h*S), their max over the block's tokens (a constant shift that
         # softmax ignores, hence detached) and exp(logits - max) with its sum over the block's tokens.
         exps, maxes, sums = [], [], []
@@ -122,6 +124,34 @@ class ExternalAttention(nn.Module):
             attn = self.attn_drop(attn).view(B, -1, H * S)
             out.append(linear(attn, wb, bb, fast))  # (B, t, C)
         return self.proj_drop(torch.cat(out, dim=1) if len(out) > 1 else out[0])
+
+    def _infer(self, x, wa, wb, bb, fast):
+        """``forward`` without autograd, in place where nothing else holds the tensor. The logits' bias ``ba`` is
+        left out: it is the same for every token of a (head, slot) column, and the softmax over tokens cancels it
+        (exactly, in real arithmetic; autograd keeps it, so that ``trans_dims.bias`` and ``linear_0.bias`` still get
+        their (zero) gradients and weight decay as before). Eval mode only: the dropouts are the identity."""
+        B, N, _ = x.shape
+        H, S, T = self.num_heads, self.linear_0.out_features, self.chunk_tokens
+        exps, maxes, sums = [], [], []
+        for i in range(0, N, T):
+            e = linear(x[:, i:i + T], wa, None, fast)  # (B, t, 4h*S) logits
+            m = e.amax(dim=1, keepdim=True)
+            e.sub_(m).exp_()
+            exps.append(e)
+            maxes.append(m)
+            sums.append(e.sum(dim=1, keepdim=True))
+        if len(exps) == 1:
+            scales = [sums[0].reciprocal_()]
+        else:
+            maxes = torch.stack(maxes)
+            w = maxes.sub_(maxes.amax(dim=0)).exp_()
+            scales = w.div_((torch.stack(sums) * w).sum(dim=0)).unbind(0)
+        out = x.new_empty(B, N, bb.shape[0])
+        for i, (e, scale) in zip(range(0, N, T), zip(exps, scales)):
+            attn = e.mul_(scale).view(B, -1, H, S)  # softmax over tokens
+            attn.div_(attn.sum(dim=-1, keepdim=True).add_(1e-9))  # l1 over memory slots
+            out[:, i:i + T] = linear(attn.view(B, -1, H * S), wb, bb, fast)
+        return out
 
     def forward_reference(self, x):
         """The step-by-step form (same result as ``forward``): trans_dims, M_k, double normalisation, M_v, proj."""
