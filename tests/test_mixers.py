@@ -179,9 +179,10 @@ def test_token_blocked_forward_matches_paper_formula(name, chunk):
     torch.testing.assert_close(g_out, g_ref, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("batch", [1, B])  # one image: ea and effa write their blocks straight from the GEMM
 @pytest.mark.parametrize("onednn", [True, False], ids=["onednn", "f_linear"])
 @pytest.mark.parametrize("name", sorted(REFS))
-def test_float32_inference_path_matches_paper_formula(name, onednn, monkeypatch):
+def test_float32_inference_path_matches_paper_formula(name, onednn, batch, monkeypatch):
     """Under no_grad in float32 the CPU inference path (folded weights; oneDNN's linear where the CPU default or
     ZOO_ONEDNN_LINEAR turns it on) runs; compare both linears with the float64 reference, whatever this CPU's
     default."""
@@ -193,7 +194,7 @@ def test_float32_inference_path_matches_paper_formula(name, onednn, monkeypatch)
     m = mixers.build(name, dim=C, num_heads=H, num_tokens=N).eval()
     if hasattr(m, "chunk_tokens"):
         m.chunk_tokens = 4
-    x = torch.randn(B, N, C)
+    x = torch.randn(batch, N, C)
     with torch.no_grad():
         out = m(x)
         ref = REFS[name](m.double(), x.double())

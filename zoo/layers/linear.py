@@ -67,6 +67,22 @@ def linear(x, weight, bias=None, fast=False):
     return onednn_linear(x, weight, bias) if fast else F.linear(x, weight, bias)
 
 
+def linear_into(out, x, weight, bias=None, fast=False):
+    """Write ``linear(x, weight, bias, fast)`` into ``out`` (a view of a larger output, no autograd): straight from
+    the GEMM where ``out`` is one contiguous matrix (``addmm(out=...)``), else through a copy."""
+    if not fast and out.is_contiguous() and x.is_contiguous():
+        rows = out.numel() // out.shape[-1]
+        flat = out.view(rows, out.shape[-1])
+        x2 = x.reshape(rows, x.shape[-1])
+        if bias is None:
+            torch.mm(x2, weight.t(), out=flat)
+        else:
+            torch.addmm(bias, x2, weight.t(), out=flat)
+    else:
+        out.copy_(linear(x, weight, bias, fast))
+    return out
+
+
 def onednn_linear(x, weight, bias=None, gelu=False):
     """``x @ weight.T + bias`` (then exact GELU if ``gelu``) in one oneDNN call; check ``onednn_ready`` first."""
     if gelu:

@@ -18,7 +18,7 @@ The forward computes exactly this, arranged for speed (``forward_reference`` is 
 import torch
 import torch.nn as nn
 
-from ..layers.linear import linear, onednn_ready, plain
+from ..layers.linear import linear, linear_into, onednn_ready, plain
 
 
 class ExternalAttention(nn.Module):
@@ -150,7 +150,7 @@ class ExternalAttention(nn.Module):
         for i, (e, scale) in zip(range(0, N, T), zip(exps, scales)):
             attn = e.mul_(scale).view(B, -1, H, S)  # softmax over tokens
             attn.div_(attn.sum(dim=-1, keepdim=True).add_(1e-9))  # l1 over memory slots
-            out[:, i:i + T] = linear(attn.view(B, -1, H * S), wb, bb, fast)
+            linear_into(out[:, i:i + T], attn.view(B, -1, H * S), wb, bb, fast)
         return out
 
     def forward_reference(self, x):

@@ -15,7 +15,7 @@ intermediate and its head transposes.
 import torch
 import torch.nn as nn
 
-from ..layers.linear import linear, onednn_linear, onednn_ready, plain
+from ..layers.linear import linear, linear_into, onednn_linear, onednn_ready, plain
 
 
 class EfficientAttention(nn.Module):
@@ -105,15 +105,22 @@ class EfficientAttention(nn.Module):
         ctx = self.context(x, fast)  # (B, h, dk/h, dv/h)
         wr = self.reprojection.weight.view(C, h, -1).permute(1, 2, 0)  # (h, dv/h, C)
         ctx = torch.matmul(ctx, wr).reshape(B, -1, C)  # (B, dk, C): context folded into the reprojection
-        out = []
+        grad, bias = torch.is_grad_enabled(), self.reprojection.bias
+        out = [] if grad else x.new_empty(B, N, C)  # without autograd the blocks are written into one output
         for i in range(0, N, T):
             q = linear(x[:, i:i + T], self.queries.weight, self.queries.bias, fast)  # (B, t, dk)
             q = q.view(*q.shape[:2], h, -1).softmax(dim=-1).view(q.shape)  # softmax over each head's channels
-            if B == 1:
-                out.append(linear(q, ctx[0].t(), self.reprojection.bias, fast))  # (1, t, C)
+            if not grad and B == 1:
+                linear_into(out[:, i:i + T], q, ctx[0].t(), bias, fast)
+                continue
+            y = linear(q, ctx[0].t(), bias, fast) if B == 1 else torch.baddbmm(bias, q, ctx)  # (B, t, C)
+            if grad:
+                out.append(y)
             else:
-                out.append(torch.baddbmm(self.reprojection.bias, q, ctx))  # (B, t, C)
-        return self.proj_drop(torch.cat(out, dim=1) if len(out) > 1 else out[0])
+                out[:, i:i + T] = y
+        if grad:
+            out = torch.cat(out, dim=1) if len(out) > 1 else out[0]
+        return self.proj_drop(out)
 
     def forward_reference(self, x):
         """The step-by-step form (same result as ``forward``; used as is for sequences up to ``chunk_tokens``)."""
