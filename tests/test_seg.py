@@ -414,3 +414,27 @@ def test_light_head_fuses_only_where_nothing_can_notice(monkeypatch):
         model.decode_head.fusion_conv.register_forward_pre_hook(lambda *a: hooked.append(1))
         model(x)
     assert fused == [1] and hooked == [1]  # hooked: the segmentor fell back to the head's own forward
+
+
+@pytest.mark.parametrize("head", ["uper", "segformer"])
+def test_backbone_hands_channels_last_views_to_the_heads_that_take_them(head):
+    # the zoo's necks and heads get the tokens as channels-last views (no copy), the same values; a head outside
+    # CHANNELS_LAST_SAFE gets contiguous NCHW maps, the layout every mmseg head was written for
+    from zoo.heads.seg import ZooEncoderDecoder
+    model = zoo.load("ea_vit_micro", task="seg", decode_head=head, **SMALL).eval()
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        maps = model.backbone(x)
+        assert model.backbone.channels_last_maps
+        assert all(m.is_contiguous(memory_format=torch.channels_last) and not m.is_contiguous() for m in maps)
+        model.backbone.channels_last_maps = False
+        nchw = model.backbone(x)
+        assert all(m.is_contiguous() for m in nchw) and all(torch.equal(a, b) for a, b in zip(maps, nchw))
+    other = ZooEncoderDecoder(
+        backbone=dict(type="ZooViTBackbone", name="ea_vit_micro", img_size=64, patch_size=8),
+        decode_head=dict(type="EMAHead", in_channels=64, in_index=3, channels=16, ema_channels=16, num_bases=8,
+                         num_stages=2, num_classes=5, loss_decode=dict(type="CrossEntropyLoss"))).eval()
+    assert not other.backbone.channels_last_maps
+    with torch.no_grad():
+        assert all(m.is_contiguous() for m in other.backbone(x))
+        assert other(x).shape == (1, 5, 64, 64)

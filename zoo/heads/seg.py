@@ -153,6 +153,10 @@ class ZooViTBackbone(BaseModule):
             raise ValueError(f"final_norm=True normalises the last block's output, which out_indices="
                              f"{self.out_indices} does not return (the norm would get no gradient)")
         self.embed_dim = self.trunk.embed_dim
+        # Maps as channels-last views of the tokens (no copy; the necks' and heads' convs run fastest in that layout
+        # on a CPU) instead of contiguous NCHW copies. Off by default: some mmseg heads call .view on their inputs.
+        # ZooEncoderDecoder turns it on when its neck and heads are in CHANNELS_LAST_SAFE.
+        self.channels_last_maps = False
         checkpoint = checkpoint or pretrained
         if checkpoint:
             self.load_classification_checkpoint(checkpoint)
@@ -264,9 +268,10 @@ class ZooViTBackbone(BaseModule):
         for i, f in zip(sorted(set(self.out_indices)), feats):
             if self.final_norm and i == last:  # mmseg normalises the last layer's tokens before taking outputs
                 f = self.trunk.norm(f)
-            # (B, D, gh, gw) as a channels-last view of the tokens: no copy, and the necks' and heads' convs run
-            # in channels-last (docs/BENCHMARKS.md, "The light head at inference")
-            outs.append(f.reshape(f.shape[0], gh, gw, -1).permute(0, 3, 1, 2))
+            if self.channels_last_maps:  # a view of the tokens: no copy
+                outs.append(f.reshape(f.shape[0], gh, gw, -1).permute(0, 3, 1, 2))
+            else:
+                outs.append(f.transpose(1, 2).reshape(f.shape[0], -1, gh, gw).contiguous())
         by_index = dict(zip(sorted(set(self.out_indices)), outs))
         return tuple(by_index[i] for i in self.out_indices)
 
@@ -274,6 +279,12 @@ class ZooViTBackbone(BaseModule):
 def _as_config(cfg):
     """A ConfigDict copy (never the caller's object: the defaults filled in below must not leak into configs)."""
     return None if cfg is None else ConfigDict(copy.deepcopy(cfg.to_dict() if isinstance(cfg, ConfigDict) else cfg))
+
+
+# Necks and heads (mmseg classes, by exact name) that take channels-last maps as they take NCHW ones: convs, pools,
+# resizes and concatenations only. With them the backbone hands over views of its tokens instead of copies
+# (tests/test_seg.py; the bundled UPerNet checkpoints score their cards exactly either way).
+CHANNELS_LAST_SAFE = ("Feature2Pyramid", "MultiLevelNeck", "SegformerHead", "UPerHead", "FCNHead")
 
 
 @SEG_MODELS.register_module()
@@ -317,6 +328,10 @@ class ZooEncoderDecoder(EncoderDecoder):
                          data_preprocessor=data_preprocessor, pretrained=pretrained, init_cfg=init_cfg)
         self.padded_logits = padded_logits
         self._extra_zoo_args = {}
+        aux = self.auxiliary_head if self.with_auxiliary_head else []
+        consumers = [self.decode_head, *(aux if isinstance(aux, nn.ModuleList) else [aux])]
+        consumers += [self.neck] if self.with_neck else []
+        self.backbone.channels_last_maps = all(type(m).__name__ in CHANNELS_LAST_SAFE for m in consumers)
 
     # -- the zoo surface ------------------------------------------------------------------------------------------
     @property
