@@ -76,6 +76,21 @@ def test_seg_resize_section_compares_the_three_ways(bench):
         assert c > 0 and (n - h) / (c + h) - 0.005 <= row[f"{way}_x"] <= (n + h) / max(c - h, 1e-9) + 0.005
 
 
+def test_seg_heads_section_times_the_fused_light_head(bench, monkeypatch):
+    from zoo.heads import light_head
+    fused = []
+    real = light_head.fused_forward
+    monkeypatch.setattr(light_head, "fused_forward", lambda *a: fused.append(1) or real(*a))
+    args = bench.parse_args(["--only", "seg-heads", "--seg-model-size", "micro", "--seg-heads-res", "64",
+                             "--min-run-time", "0.01"])
+    rows = bench.bench_seg_heads(args)
+    labels = [r["neck_and_head"] for r in rows]
+    assert labels[-2:] == ["light head, channels-last maps", "light head, channels-last maps, fused "
+                           "(zoo.heads.light_head)"]
+    assert all(r["ms"] > 0 and r["px"] == 64 for r in rows)
+    assert len(fused) >= 2  # the fused row's warm-up and timed calls
+
+
 def test_mlp_chunk_section_times_both_ways_with_the_same_labels(bench, monkeypatch):
     import zoo.layers.mlp as M
     monkeypatch.setattr(M, "CHUNK_ROWS", 64)
@@ -91,6 +106,25 @@ def test_mlp_chunk_section_times_both_ways_with_the_same_labels(bench, monkeypat
     assert blocks and set(blocks) == {64}  # the blocks ran (256 tokens), the one-shot rounds did not
     assert len(blocks) == 3 * 4  # micro's 4 blocks, in the warm-up and the 2 timed "blocks" rounds
     assert M.CHUNK_ROWS == 64  # restored
+
+
+def test_head_paths_section_times_the_fused_head_against_mmseg(bench, monkeypatch):
+    from zoo.heads import light_head
+    from zoo.heads.seg import ZooViTBackbone
+    fused, layouts = [], []
+    real, backbone = light_head.fused_forward, ZooViTBackbone.forward
+    monkeypatch.setattr(light_head, "fused_forward", lambda *a: fused.append(1) or real(*a))
+    monkeypatch.setattr(ZooViTBackbone, "forward", lambda self, x: layouts.append(self.channels_last_maps) or
+                        backbone(self, x))
+    args = bench.parse_args(["--only", "head-paths", "--seg-model-size", "micro", "--seg-sizes", "128",
+                             "--seg-mixers", "effa,ff", "--repeats", "2"])
+    rows = bench.bench_head_paths(args)
+    assert [(r["mixer"], r["px"], r["pixels_differing"], r["rounds"]) for r in rows] == [("effa", 128, 0, 2)]
+    assert rows[0]["fused_s"] > 0 and rows[0]["mmseg_s"] > 0
+    # warm-up and 2 rounds, each the fused way (channels-last maps, the fused head) then mmseg's (NCHW maps, the
+    # head's own forward, which never reaches fused_forward)
+    assert layouts == [True, False] * 3 and fused == [1] * 3, (layouts, fused)
+    assert light_head.fused_forward is not real  # this test's wrapper again: the section restored what it found
 
 
 def test_seg_modes_option(bench, capsys):

@@ -416,12 +416,14 @@ def test_light_head_fuses_only_where_nothing_can_notice(monkeypatch):
     assert fused == [1] and hooked == [1]  # hooked: the segmentor fell back to the head's own forward
 
 
+@pytest.mark.parametrize("aux_channels", [16, 0])  # with and without an auxiliary head
 @pytest.mark.parametrize("head", ["uper", "segformer"])
-def test_backbone_hands_channels_last_views_to_the_heads_that_take_them(head):
+def test_backbone_hands_channels_last_views_to_the_heads_that_take_them(head, aux_channels):
     # the zoo's necks and heads get the tokens as channels-last views (no copy), the same values; a head outside
     # CHANNELS_LAST_SAFE gets contiguous NCHW maps, the layout every mmseg head was written for
     from zoo.heads.seg import ZooEncoderDecoder
-    model = zoo.load("ea_vit_micro", task="seg", decode_head=head, **SMALL).eval()
+    model = zoo.load("ea_vit_micro", task="seg", decode_head=head, **dict(SMALL, aux_channels=aux_channels)).eval()
+    assert model.with_auxiliary_head == bool(aux_channels)
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         maps = model.backbone(x)

@@ -50,6 +50,9 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
 - **mlp chunk** (``--only mlp-chunk``): the light head's image -> label map at each ``--seg-sizes`` with the
   channel MLP run over blocks of rows (``zoo.layers.mlp.CHUNK_ROWS``, CPU inference) and in one shot, interleaved
   in one process, with the number of pixels whose label differs.
+- **head paths** (``--only head-paths``): the same, with the light head's inference paths (the trunk's maps as
+  channels-last views, the fusion conv before the resize: ``zoo.heads.light_head``) against mmseg's
+  (``SegformerHead.forward`` on contiguous NCHW maps).
 - **seg heads** (``--only seg-heads``): neck + decode head alone on four random ``*_vit_tiny`` maps of a 1024-pixel
   image, for UPerNet and the light-head candidates (how the light head was chosen).
 - **tasks** (``--tasks``): rows returned by ``tasks/<task>/bench.py:run(quick)`` for every task that has one.
@@ -661,6 +664,7 @@ def bench_seg_heads(args):
     from mmengine.registry import DefaultScope
     from mmseg.registry import MODELS
     import zoo.heads.seg as seg
+    from zoo.heads import light_head
     D, R = seg.embed_dim_of(f"sa_vit_{args.seg_model_size}"), args.seg_heads_res
     torch.manual_seed(0)
     feats = tuple(torch.randn(1, D, R // 16, R // 16) for _ in range(4))
@@ -682,16 +686,26 @@ def bench_seg_heads(args):
         "Feature2Pyramid(2..0.25) + FPNHead 128": (f2p2, head("FPNHead", channels=128,
                                                              feature_strides=[8, 16, 32, 64])),
         "no neck (stride 16) + SegformerHead 128": (None, head("SegformerHead", channels=128)),
+        # what the segmentor runs at inference: the trunk's maps as channels-last views (ZooViTBackbone), and the
+        # fusion conv before the resize (zoo.heads.light_head)
+        "light head, channels-last maps": (f2p2, head("SegformerHead", channels=128), "channels_last"),
+        "light head, channels-last maps, fused (zoo.heads.light_head)": (f2p2, head("SegformerHead", channels=128),
+                                                                          "channels_last", "fused"),
     }
+    feats_cl = tuple(f.contiguous(memory_format=torch.channels_last) for f in feats)
     rows = []
     with DefaultScope.overwrite_default_scope("mmseg"), torch.no_grad():
-        for label, (neck_cfg, head_cfg) in combos.items():
+        for label, (neck_cfg, head_cfg, *how) in combos.items():
             neck = MODELS.build(neck_cfg).eval() if neck_cfg else (lambda f: f)
             dec = MODELS.build(head_cfg).eval()
+            x = feats_cl if "channels_last" in how else feats
+
+            def fn():
+                return light_head.fused_forward(dec, neck(x)) if "fused" in how else dec(neck(x))
             t = time.perf_counter()
-            dec(neck(feats))  # warm-up
+            fn()  # warm-up
             first = time.perf_counter() - t
-            med, times = timer_median(lambda: dec(neck(feats)), args.min_run_time, first)
+            med, times = timer_median(fn, args.min_run_time, first)
             rows.append(dict(neck_and_head=label, px=R, ms=round(med * 1e3, 1), runs=len(times)))
             print(f"  {label:60s} {med * 1e3:9.1f} ms ({len(times)} timed)", flush=True)
     return rows
@@ -745,15 +759,15 @@ def bench_seg_resize(args):
     return rows
 
 
-def bench_mlp_chunk(args):
-    """The channel MLP over blocks of rows at CPU inference (``zoo.layers.mlp.CHUNK_ROWS``) against one shot:
-    light-head ``predict`` (image -> label map, as the seg configs evaluate) at each ``--seg-sizes``, the blocks on
-    and off (``CHUNK_ROWS`` set to its value or to a count no input reaches), interleaved in one process; the label
-    maps are compared."""
+def _predict_ab(args, modes, section):
+    """Light-head ``predict`` (image -> label map, as the seg configs evaluate) at each ``--seg-sizes`` per mixer, in
+    two ways interleaved round by round in one process. ``modes`` is ``{new: switch, old: switch}`` (two names, the
+    new way first), where ``switch(model, on)`` turns the way on (``on=True``) or restores the default
+    (``on=False``). Rows: each way's median (``<name>_s``), old / new (``speedup``, and the median of the per-round
+    ratios) and the pixels whose label differs between the two ways."""
+    new, old = modes
     import zoo
-    import zoo.layers.mlp as M
-    default, rows = M.CHUNK_ROWS, []
-    modes = {"blocks": default, "one_shot": 1 << 62}
+    rows = []
     for R in args.seg_sizes:
         x = torch.randn(1, 3, R, R, generator=torch.Generator().manual_seed(0))
         for mixer in args.seg_mixers:
@@ -764,29 +778,54 @@ def bench_mlp_chunk(args):
                              img_size=SEG_CROP, decode_head="segformer").eval()
             model.test_cfg.return_logits = False
             times, labels = {k: [] for k in modes}, {}
-            try:
-                with torch.no_grad():
-                    for name, size in modes.items():  # warm-up, and the labels of each
-                        M.CHUNK_ROWS = size
-                        labels[name] = model.predict(x)[0].pred_sem_seg.data
-                    for _ in range(args.repeats):
-                        for name, size in modes.items():
-                            M.CHUNK_ROWS = size
-                            t = time.perf_counter()
-                            model.predict(x)
-                            times[name].append(time.perf_counter() - t)
-            finally:
-                M.CHUNK_ROWS = default
+
+            def run(name):
+                modes[name](model, True)
+                try:
+                    return model.predict(x)
+                finally:
+                    modes[name](model, False)
+            with torch.no_grad():
+                for name in modes:  # warm-up, and the labels of each
+                    labels[name] = run(name)[0].pred_sem_seg.data
+                for _ in range(args.repeats):
+                    for name in modes:
+                        t = time.perf_counter()
+                        run(name)
+                        times[name].append(time.perf_counter() - t)
             med = {k: statistics.median(v) for k, v in times.items()}
-            row = dict(mixer=mixer, px=R, one_shot_s=round(med["one_shot"], 3), blocks_s=round(med["blocks"], 3),
-                       speedup=round(med["one_shot"] / med["blocks"], 3),
-                       per_round=round(statistics.median(a / b for a, b in zip(times["one_shot"], times["blocks"])),
-                                       3),
-                       pixels_differing=int((labels["blocks"] != labels["one_shot"]).sum()), rounds=args.repeats)
+            row = dict(mixer=mixer, px=R, **{f"{old}_s": round(med[old], 3), f"{new}_s": round(med[new], 3)},
+                       speedup=round(med[old] / med[new], 3),
+                       per_round=round(statistics.median(a / b for a, b in zip(times[old], times[new])), 3),
+                       pixels_differing=int((labels[new] != labels[old]).sum()), rounds=args.repeats)
             rows.append(row)
-            print(f"  {mixer:4s} {R}px predict: one shot {row['one_shot_s']:.3f} s, blocks {row['blocks_s']:.3f} s "
-                  f"({row['speedup']:.3f}x); pixels differing: {row['pixels_differing']}", flush=True)
+            print(f"  {mixer:4s} {R}px predict: {old} {med[old]:.3f} s, {new} {med[new]:.3f} s "
+                  f"({row['speedup']:.3f}x, {section}); pixels differing: {row['pixels_differing']}", flush=True)
     return rows
+
+
+def bench_mlp_chunk(args):
+    """The channel MLP over blocks of rows at CPU inference (``zoo.layers.mlp.CHUNK_ROWS``, "blocks") against one shot
+    (``CHUNK_ROWS`` set to a count no input reaches), light-head ``predict`` (``_predict_ab``)."""
+    import zoo.layers.mlp as M
+    default = M.CHUNK_ROWS
+
+    def one_shot(model, on):
+        M.CHUNK_ROWS = 1 << 62 if on else default
+    return _predict_ab(args, {"blocks": lambda model, on: None, "one_shot": one_shot}, "one shot / blocks")
+
+
+def bench_head_paths(args):
+    """The light head's inference paths ("fused"): the trunk's maps as channels-last views and the fusion conv before
+    the resize (``zoo.heads.light_head``), against mmseg's ``SegformerHead.forward`` on contiguous NCHW maps
+    ("mmseg"), light-head ``predict`` (``_predict_ab``)."""
+    from zoo.heads import light_head
+    fused = light_head.fused_forward
+
+    def mmseg_way(model, on):
+        model.backbone.channels_last_maps = not on
+        light_head.fused_forward = (lambda head, inputs: head.forward(inputs)) if on else fused
+    return _predict_ab(args, {"fused": lambda model, on: None, "mmseg": mmseg_way}, "mmseg / fused")
 
 
 def bench_tasks(quick):
@@ -923,7 +962,7 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="short run: 3 repeats, N up to 4096, tasks in quick mode")
     p.add_argument("--only", default="mixers,models", help="comma-separated sections: mixers, models, linear, gemm, "
-                   "seg, seg-heads, seg-resize, mlp-chunk, tasks (default mixers,models; --tasks adds tasks)")
+                   "seg, seg-heads, seg-resize, mlp-chunk, head-paths, tasks (default mixers,models; --tasks adds tasks)")
     p.add_argument("--tasks", action="store_true", help="also run tasks/<task>/bench.py:run(quick)")
     p.add_argument("--timm-python", default=None, help="python of a venv with timm (compare with timm's ViTs)")
     p.add_argument("--fast", action="store_true", help="also time the bf16 autocast path of the classifiers")
@@ -1010,6 +1049,10 @@ def main(argv=None):
         print(f"seg logits resize ({args.seg_heads_res}px, light head, predict, {args.repeats} interleaved rounds):",
               flush=True)
         res["seg_resize"] = bench_seg_resize(args)
+    if "head-paths" in sections:
+        print(f"light head's inference paths (light-head predict, sizes {args.seg_sizes}, {args.repeats} interleaved "
+              f"rounds):", flush=True)
+        res["head_paths"] = bench_head_paths(args)
     if "mlp-chunk" in sections:
         print(f"channel MLP in row blocks (light-head predict, sizes {args.seg_sizes}, {args.repeats} interleaved "
               f"rounds):", flush=True)
@@ -1056,6 +1099,11 @@ def main(argv=None):
         print(f"### Channel MLP in row blocks vs one shot: light-head predict (image -> labels), "
               f"*_vit_{args.seg_model_size}, medians of {args.repeats} interleaved rounds\n")
         print(table(res["mlp_chunk"]) + "\n")
+    if res.get("head_paths"):
+        print(f"### Light head's inference paths (channels-last maps + fused head) vs mmseg's (NCHW maps + "
+              f"SegformerHead.forward): predict (image -> labels), *_vit_{args.seg_model_size}, medians of "
+              f"{args.repeats} interleaved rounds\n")
+        print(table(res["head_paths"]) + "\n")
     if res.get("seg"):
         for head in args.seg_heads:
             print(f"### Seg end to end, {SEG_HEADS[head]} ({head}): *_vit_{args.seg_model_size}, {SEG_CLASSES} "

@@ -328,7 +328,7 @@ class ZooEncoderDecoder(EncoderDecoder):
                          data_preprocessor=data_preprocessor, pretrained=pretrained, init_cfg=init_cfg)
         self.padded_logits = padded_logits
         self._extra_zoo_args = {}
-        aux = self.auxiliary_head if self.with_auxiliary_head else []
+        aux = self.auxiliary_head if self.with_auxiliary_head else nn.ModuleList()
         consumers = [self.decode_head, *(aux if isinstance(aux, nn.ModuleList) else [aux])]
         consumers += [self.neck] if self.with_neck else []
         self.backbone.channels_last_maps = all(type(m).__name__ in CHANNELS_LAST_SAFE for m in consumers)
