@@ -127,6 +127,21 @@ def test_head_paths_section_times_the_fused_head_against_mmseg(bench, monkeypatc
     assert light_head.fused_forward is not real  # this test's wrapper again: the section restored what it found
 
 
+def test_seg_rounds_section_interleaves_the_mixers(bench, monkeypatch):
+    import zoo.heads.seg as seg
+    order = []
+    real = seg.ZooEncoderDecoder.predict
+    monkeypatch.setattr(seg.ZooEncoderDecoder, "predict", lambda self, *a, **k: order.append(
+        self.backbone.name.split("_")[0]) or real(self, *a, **k))
+    args = bench.parse_args(["--only", "seg-rounds", "--seg-model-size", "micro", "--seg-sizes", "64",
+                             "--seg-mixers", "sa,ff,effa", "--repeats", "2"])
+    rows = bench.bench_seg_rounds(args)
+    assert order == ["sa", "effa"] * 3  # warm-up, then the rounds alternate the mixers (ff slides: left out)
+    by = {r["mixer"]: r for r in rows}
+    assert set(by) == {"sa", "effa"} and by["sa"]["x_sa"] == 1 and len(by["effa"]["times"]) == 2
+    assert by["effa"]["x_sa"] > 0 and by["effa"]["infer_s"] > 0
+
+
 def test_seg_modes_option(bench, capsys):
     assert bench.parse_args(["--seg-modes", "infer"]).seg_modes == ["infer"]
     with pytest.raises(SystemExit):

@@ -50,6 +50,9 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
 - **mlp chunk** (``--only mlp-chunk``): the light head's image -> label map at each ``--seg-sizes`` with the
   channel MLP run over blocks of rows (``zoo.layers.mlp.CHUNK_ROWS``, CPU inference) and in one shot, interleaved
   in one process, with the number of pixels whose label differs.
+- **seg rounds** (``--only seg-rounds``): the light head's image -> label map of every mixer in one process, the
+  mixers interleaved round by round: medians and the ratio to ``sa`` (steadier than ``--only seg``'s one timed call
+  per fresh process on a shared machine).
 - **head paths** (``--only head-paths``): the same, with the light head's inference paths (the trunk's maps as
   channels-last views, the fusion conv before the resize: ``zoo.heads.light_head``) against mmseg's
   (``SegformerHead.forward`` on contiguous NCHW maps).
@@ -804,6 +807,43 @@ def _predict_ab(args, modes, section):
     return rows
 
 
+def bench_seg_rounds(args):
+    """Light-head ``predict`` (image -> label map) of every ``--seg-mixers`` model in one process, the mixers
+    interleaved round by round (``--repeats`` rounds after a warm-up) at each ``--seg-sizes``: medians and each
+    mixer's ratio to ``sa`` in the same rounds, which the shared machine's drift affects alike."""
+    import zoo
+    rows = []
+    mixers = [m for m in args.seg_mixers if m != "ff"]  # ff slides its crop: a different path
+    for R in args.seg_sizes:
+        x = torch.randn(1, 3, R, R, generator=torch.Generator().manual_seed(0))
+        models = {}
+        for mixer in mixers:
+            torch.manual_seed(0)
+            models[mixer] = zoo.load(f"{mixer}_vit_{args.seg_model_size}", task="seg", num_classes=SEG_CLASSES,
+                                     img_size=SEG_CROP, decode_head="segformer").eval()
+            models[mixer].test_cfg.return_logits = False
+        times = {m: [] for m in mixers}
+        with torch.no_grad():
+            for model in models.values():
+                model.predict(x)  # warm-up
+            for _ in range(args.repeats):
+                for mixer, model in models.items():
+                    t = time.perf_counter()
+                    model.predict(x)
+                    times[mixer].append(time.perf_counter() - t)
+        med = {m: statistics.median(v) for m, v in times.items()}
+        for mixer in mixers:
+            row = dict(mixer=mixer, px=R, infer_s=round(med[mixer], 3), rounds=args.repeats,
+                       times=[round(t, 3) for t in times[mixer]])
+            if "sa" in med:
+                row["x_sa"] = round(med["sa"] / med[mixer], 2)
+                row["x_sa_per_round"] = round(statistics.median(a / b for a, b in zip(times["sa"], times[mixer])), 2)
+            rows.append(row)
+            print(f"  {mixer:4s} {R}px predict {med[mixer]:.3f} s" + (f" ({row['x_sa']:.2f}x sa)" if "x_sa" in row
+                                                                      else ""), flush=True)
+    return rows
+
+
 def bench_mlp_chunk(args):
     """The channel MLP over blocks of rows at CPU inference (``zoo.layers.mlp.CHUNK_ROWS``, "blocks") against one shot
     (``CHUNK_ROWS`` set to a count no input reaches), light-head ``predict`` (``_predict_ab``)."""
@@ -962,7 +1002,7 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="short run: 3 repeats, N up to 4096, tasks in quick mode")
     p.add_argument("--only", default="mixers,models", help="comma-separated sections: mixers, models, linear, gemm, "
-                   "seg, seg-heads, seg-resize, mlp-chunk, head-paths, tasks (default mixers,models; --tasks adds tasks)")
+                   "seg, seg-rounds, seg-heads, seg-resize, mlp-chunk, head-paths, tasks (default mixers,models; --tasks adds tasks)")
     p.add_argument("--tasks", action="store_true", help="also run tasks/<task>/bench.py:run(quick)")
     p.add_argument("--timm-python", default=None, help="python of a venv with timm (compare with timm's ViTs)")
     p.add_argument("--fast", action="store_true", help="also time the bf16 autocast path of the classifiers")
@@ -1049,6 +1089,10 @@ def main(argv=None):
         print(f"seg logits resize ({args.seg_heads_res}px, light head, predict, {args.repeats} interleaved rounds):",
               flush=True)
         res["seg_resize"] = bench_seg_resize(args)
+    if "seg-rounds" in sections:
+        print(f"seg end to end, mixers interleaved (light-head predict, sizes {args.seg_sizes}, {args.repeats} rounds):",
+              flush=True)
+        res["seg_rounds"] = bench_seg_rounds(args)
     if "head-paths" in sections:
         print(f"light head's inference paths (light-head predict, sizes {args.seg_sizes}, {args.repeats} interleaved "
               f"rounds):", flush=True)
@@ -1099,6 +1143,10 @@ def main(argv=None):
         print(f"### Channel MLP in row blocks vs one shot: light-head predict (image -> labels), "
               f"*_vit_{args.seg_model_size}, medians of {args.repeats} interleaved rounds\n")
         print(table(res["mlp_chunk"]) + "\n")
+    if res.get("seg_rounds"):
+        print(f"### Seg end to end, light head, mixers interleaved in one process: predict (image -> labels), "
+              f"*_vit_{args.seg_model_size}, medians of {args.repeats} rounds; x sa = sa's median / this median\n")
+        print(table(res["seg_rounds"], ["mixer", "px", "infer_s", "x_sa", "x_sa_per_round", "rounds"]) + "\n")
     if res.get("head_paths"):
         print(f"### Light head's inference paths (channels-last maps + fused head) vs mmseg's (NCHW maps + "
               f"SegformerHead.forward): predict (image -> labels), *_vit_{args.seg_model_size}, medians of "
