@@ -361,10 +361,12 @@ def test_predict_without_logits_after_slide_inference():
 
 def _light_head(norm_cfg=dict(type="BN", requires_grad=True), channels=16, num_classes=7):
     import zoo.heads.seg  # noqa: F401  (installs the mmcv stand-in before mmseg is imported)
+    from mmengine.registry import DefaultScope
     from mmseg.models.decode_heads import SegformerHead
     torch.manual_seed(0)
-    head = SegformerHead(in_channels=[24] * 4, in_index=[0, 1, 2, 3], channels=channels, num_classes=num_classes,
-                         norm_cfg=norm_cfg, align_corners=False)
+    with DefaultScope.overwrite_default_scope("mmseg"):  # its loss comes from mmseg's registry
+        head = SegformerHead(in_channels=[24] * 4, in_index=[0, 1, 2, 3], channels=channels,
+                             num_classes=num_classes, norm_cfg=norm_cfg, align_corners=False)
     for m in head.modules():  # running statistics and affine terms far from the identity, so a missed fold shows
         if isinstance(m, torch.nn.BatchNorm2d):
             m.running_mean.uniform_(-1, 1), m.running_var.uniform_(0.5, 2)
@@ -432,10 +434,12 @@ def test_backbone_hands_channels_last_views_to_the_heads_that_take_them(head, au
         model.backbone.channels_last_maps = False
         nchw = model.backbone(x)
         assert all(m.is_contiguous() for m in nchw) and all(torch.equal(a, b) for a, b in zip(maps, nchw))
-    other = ZooEncoderDecoder(
-        backbone=dict(type="ZooViTBackbone", name="ea_vit_micro", img_size=64, patch_size=8),
-        decode_head=dict(type="EMAHead", in_channels=64, in_index=3, channels=16, ema_channels=16, num_bases=8,
-                         num_stages=2, num_classes=5, loss_decode=dict(type="CrossEntropyLoss"))).eval()
+    from mmengine.registry import DefaultScope
+    with DefaultScope.overwrite_default_scope("mmseg"):  # the sub-modules come from mmseg's registry
+        other = ZooEncoderDecoder(
+            backbone=dict(type="ZooViTBackbone", name="ea_vit_micro", img_size=64, patch_size=8),
+            decode_head=dict(type="EMAHead", in_channels=64, in_index=3, channels=16, ema_channels=16, num_bases=8,
+                             num_stages=2, num_classes=5, loss_decode=dict(type="CrossEntropyLoss"))).eval()
     assert not other.backbone.channels_last_maps
     with torch.no_grad():
         assert all(m.is_contiguous() for m in other.backbone(x))
