@@ -714,21 +714,29 @@ def bench_seg_heads(args):
     return rows
 
 
+def _light_model(args, mixer):
+    """The ``--seg-model-size`` light-head segmentor of ``mixer`` (seed 0, eval), labelling as the seg configs evaluate
+    (``test_cfg.return_logits=False``)."""
+    import zoo
+    torch.manual_seed(0)
+    model = zoo.load(f"{mixer}_vit_{args.seg_model_size}", task="seg", num_classes=SEG_CLASSES, img_size=SEG_CROP,
+                     decode_head="segformer").eval()
+    model.test_cfg.return_logits = False
+    return model
+
+
 def bench_seg_resize(args):
     """Light-head ``predict`` at ``--seg-heads-res``, image -> label map three ways, interleaved in one process:
     mmseg's way (logits resized in NCHW layout, then the argmax), the segmentor's ``predict`` with the resize in
     channels-last layout (``test_cfg.return_logits=True``), and without the full-size logits (``return_logits=False``:
     ``zoo.layers.resize_argmax``, what the seg configs evaluate with). The label maps are compared with mmseg's."""
     import torch.nn.functional as F
-    import zoo
     R, rows = args.seg_heads_res, []
     x = torch.randn(1, 3, R, R, generator=torch.Generator().manual_seed(0))
     for mixer in args.seg_mixers:
         if mixer == "ff":  # fixed token count: slides its crop, a different path
             continue
-        torch.manual_seed(0)
-        model = zoo.load(f"{mixer}_vit_{args.seg_model_size}", task="seg", num_classes=SEG_CLASSES,
-                         img_size=SEG_CROP, decode_head="segformer").eval()
+        model = _light_model(args, mixer)
 
         def nchw():
             low = model.decode_head(model.extract_feat(x))  # backbone + neck + head: logits at stride 8
@@ -769,17 +777,13 @@ def _predict_ab(args, modes, section):
     (``on=False``). Rows: each way's median (``<name>_s``), old / new (``speedup``, and the median of the per-round
     ratios) and the pixels whose label differs between the two ways."""
     new, old = modes
-    import zoo
     rows = []
     for R in args.seg_sizes:
         x = torch.randn(1, 3, R, R, generator=torch.Generator().manual_seed(0))
         for mixer in args.seg_mixers:
             if mixer == "ff":  # fixed token count: slides its crop
                 continue
-            torch.manual_seed(0)
-            model = zoo.load(f"{mixer}_vit_{args.seg_model_size}", task="seg", num_classes=SEG_CLASSES,
-                             img_size=SEG_CROP, decode_head="segformer").eval()
-            model.test_cfg.return_logits = False
+            model = _light_model(args, mixer)
             times, labels = {k: [] for k in modes}, {}
 
             def run(name):
@@ -811,17 +815,11 @@ def bench_seg_rounds(args):
     """Light-head ``predict`` (image -> label map) of every ``--seg-mixers`` model in one process, the mixers
     interleaved round by round (``--repeats`` rounds after a warm-up) at each ``--seg-sizes``: medians and each
     mixer's ratio to ``sa`` in the same rounds, which the shared machine's drift affects alike."""
-    import zoo
     rows = []
     mixers = [m for m in args.seg_mixers if m != "ff"]  # ff slides its crop: a different path
     for R in args.seg_sizes:
         x = torch.randn(1, 3, R, R, generator=torch.Generator().manual_seed(0))
-        models = {}
-        for mixer in mixers:
-            torch.manual_seed(0)
-            models[mixer] = zoo.load(f"{mixer}_vit_{args.seg_model_size}", task="seg", num_classes=SEG_CLASSES,
-                                     img_size=SEG_CROP, decode_head="segformer").eval()
-            models[mixer].test_cfg.return_logits = False
+        models = {mixer: _light_model(args, mixer) for mixer in mixers}
         times = {m: [] for m in mixers}
         with torch.no_grad():
             for model in models.values():
@@ -1002,7 +1000,8 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="short run: 3 repeats, N up to 4096, tasks in quick mode")
     p.add_argument("--only", default="mixers,models", help="comma-separated sections: mixers, models, linear, gemm, "
-                   "seg, seg-rounds, seg-heads, seg-resize, mlp-chunk, head-paths, tasks (default mixers,models; --tasks adds tasks)")
+                   "seg, seg-rounds, seg-heads, seg-resize, mlp-chunk, head-paths, tasks (default mixers,models; "
+                   "--tasks adds tasks)")
     p.add_argument("--tasks", action="store_true", help="also run tasks/<task>/bench.py:run(quick)")
     p.add_argument("--timm-python", default=None, help="python of a venv with timm (compare with timm's ViTs)")
     p.add_argument("--fast", action="store_true", help="also time the bf16 autocast path of the classifiers")
@@ -1090,8 +1089,8 @@ def main(argv=None):
               flush=True)
         res["seg_resize"] = bench_seg_resize(args)
     if "seg-rounds" in sections:
-        print(f"seg end to end, mixers interleaved (light-head predict, sizes {args.seg_sizes}, {args.repeats} rounds):",
-              flush=True)
+        print(f"seg end to end, mixers interleaved (light-head predict, sizes {args.seg_sizes}, {args.repeats} "
+              f"rounds):", flush=True)
         res["seg_rounds"] = bench_seg_rounds(args)
     if "head-paths" in sections:
         print(f"light head's inference paths (light-head predict, sizes {args.seg_sizes}, {args.repeats} interleaved "
@@ -1120,38 +1119,28 @@ def main(argv=None):
         print(table(mixer_table(res["mixers"], args.tokens)) + "\n")
         notes = [f"{r['mixer']} N={r['tokens']}: {r['note']}" for r in res["mixers"] if "note" in r]
         print("\n".join(notes) + ("\n" if notes else ""))
-    if res.get("models"):
-        print(f"### Classifiers: batch {args.batch}, {args.img_size}x{args.img_size}\n")
-        cols = ["model", "impl", "ms", "images_per_s", "peak_mb"]
-        print(table(res["models"], cols) + "\n")
-    if res.get("linear"):
-        print(f"### oneDNN linear vs F.linear: batch {args.batch}, {args.img_size}px, inference\n")
-        print(table(res["linear"]) + "\n")
-    if res.get("gemm"):
-        print(f"### GEMM share: batch {args.batch}, {args.img_size}px; model / GEMM rate = (the forward's GEMMs "
-              f"timed alone, summed) / (the forward)\n")
-        print(table(res["gemm"]) + "\n")
-    if res.get("seg_heads"):
-        print(f"### Seg heads: neck + decode head alone, {args.seg_heads_res}px image, "
-              f"*_vit_{args.seg_model_size} maps\n")
-        print(table(res["seg_heads"]) + "\n")
-    if res.get("seg_resize"):
-        print(f"### Seg logits resize: light head, {args.seg_heads_res}px, predict (image -> labels), medians of "
-              f"{args.repeats} interleaved rounds\n")
-        print(table(res["seg_resize"]) + "\n")
-    if res.get("mlp_chunk"):
-        print(f"### Channel MLP in row blocks vs one shot: light-head predict (image -> labels), "
-              f"*_vit_{args.seg_model_size}, medians of {args.repeats} interleaved rounds\n")
-        print(table(res["mlp_chunk"]) + "\n")
-    if res.get("seg_rounds"):
-        print(f"### Seg end to end, light head, mixers interleaved in one process: predict (image -> labels), "
-              f"*_vit_{args.seg_model_size}, medians of {args.repeats} rounds; x sa = sa's median / this median\n")
-        print(table(res["seg_rounds"], ["mixer", "px", "infer_s", "x_sa", "x_sa_per_round", "rounds"]) + "\n")
-    if res.get("head_paths"):
-        print(f"### Light head's inference paths (channels-last maps + fused head) vs mmseg's (NCHW maps + "
-              f"SegformerHead.forward): predict (image -> labels), *_vit_{args.seg_model_size}, medians of "
-              f"{args.repeats} interleaved rounds\n")
-        print(table(res["head_paths"]) + "\n")
+    trunk, rounds = f"*_vit_{args.seg_model_size}", f"medians of {args.repeats} interleaved rounds"
+    plain_tables = [  # (result key, title, columns or None for all)
+        ("models", f"Classifiers: batch {args.batch}, {args.img_size}x{args.img_size}",
+         ["model", "impl", "ms", "images_per_s", "peak_mb"]),
+        ("linear", f"oneDNN linear vs F.linear: batch {args.batch}, {args.img_size}px, inference", None),
+        ("gemm", f"GEMM share: batch {args.batch}, {args.img_size}px; model / GEMM rate = (the forward's GEMMs "
+                 f"timed alone, summed) / (the forward)", None),
+        ("seg_heads", f"Seg heads: neck + decode head alone, {args.seg_heads_res}px image, {trunk} maps", None),
+        ("seg_resize", f"Seg logits resize: light head, {args.seg_heads_res}px, predict (image -> labels), {rounds}",
+         None),
+        ("mlp_chunk", f"Channel MLP in row blocks vs one shot: light-head predict (image -> labels), {trunk}, "
+                      f"{rounds}", None),
+        ("seg_rounds", f"Seg end to end, light head, mixers interleaved in one process: predict (image -> labels), "
+                       f"{trunk}, medians of {args.repeats} rounds; x sa = sa's median / this median",
+         ["mixer", "px", "infer_s", "x_sa", "x_sa_per_round", "rounds"]),
+        ("head_paths", f"Light head's inference paths (channels-last maps + fused head) vs mmseg's (NCHW maps + "
+                       f"SegformerHead.forward): predict (image -> labels), {trunk}, {rounds}", None),
+    ]
+    for key, title, cols in plain_tables:
+        if res.get(key):
+            print(f"### {title}\n")
+            print(table(res[key], cols) + "\n")
     if res.get("seg"):
         for head in args.seg_heads:
             print(f"### Seg end to end, {SEG_HEADS[head]} ({head}): *_vit_{args.seg_model_size}, {SEG_CLASSES} "

@@ -21,11 +21,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..layers.linear import unhooked
+
 __all__ = ["can_fuse", "fused_forward", "head_forward"]
-
-
-def _plain(*modules):
-    return all(not (m._forward_hooks or m._forward_pre_hooks) for m in modules)
 
 
 def can_fuse(head):
@@ -44,7 +42,8 @@ def can_fuse(head):
     if norm is not None and not (isinstance(norm, nn.modules.batchnorm._BatchNorm) and not norm.training
                                  and norm.track_running_stats and norm.running_mean is not None):
         return False
-    return _plain(head, fc, conv, *([norm] if norm is not None else []), *([fc.activate] if fc.with_activation else []))
+    extra = ([norm] if norm is not None else []) + ([fc.activate] if fc.with_activation else [])
+    return unhooked(head, fc, conv, *extra)
 
 
 def _folded(fc):

@@ -47,10 +47,15 @@ def _compiling():
     return hasattr(torch, "compiler") and torch.compiler.is_compiling()
 
 
+def unhooked(*modules):
+    """True when no module has a forward (pre-)hook, so computing its output without calling it goes unnoticed."""
+    return all(not (m._forward_hooks or m._forward_pre_hooks) for m in modules)
+
+
 def plain(*modules):
     """True when each module is exactly ``nn.Linear`` / ``nn.GELU`` (not a subclass or wrapper) and has no hooks, so
     calling the functional form on its parameters is indistinguishable from calling the module."""
-    return all(type(m) in (nn.Linear, nn.GELU) and not (m._forward_hooks or m._forward_pre_hooks) for m in modules)
+    return all(type(m) in (nn.Linear, nn.GELU) for m in modules) and unhooked(*modules)
 
 
 def onednn_ready(x, *modules):

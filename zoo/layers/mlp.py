@@ -3,7 +3,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .linear import _compiling, onednn_linear, onednn_ready, plain
+from .linear import _compiling, linear_into, onednn_linear, onednn_ready, plain
 
 # CPU inference runs the MLP over blocks of CHUNK_ROWS rows, written into one output, instead of building the whole
 # (tokens, 4C) hidden tensor (50 MB for the 16,384 tokens of a 2048-pixel image at width 192), where that tensor
@@ -58,8 +58,8 @@ class Mlp(nn.Module):
         for i in range(0, flat.shape[0], rows):
             block = flat[i:i + rows]
             if direct:
-                h = F.gelu(F.linear(block, self.fc1.weight, self.fc1.bias))
-                torch.addmm(self.fc2.bias, h, self.fc2.weight.t(), out=out[i:i + rows])
+                linear_into(out[i:i + rows], F.gelu(F.linear(block, self.fc1.weight, self.fc1.bias)),
+                            self.fc2.weight, self.fc2.bias)
             else:
                 out[i:i + rows] = self._forward(block)
         return out.view(*x.shape[:-1], self.fc2.out_features)

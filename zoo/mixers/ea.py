@@ -94,28 +94,11 @@ class ExternalAttention(nn.Module):
         if not plain(*layers):  # hooked or wrapped sub-layers must see their own inputs: run the step-by-step form
             return self.forward_reference(x)
         fast = onednn_ready(x, *layers)  # CPU inference: oneDNN's linear (zoo.layers.linear)
-        B, N, _ = x.shape
-        H, S, T = self.num_heads, self.linear_0.out_features, self.chunk_tokens
+        B, H, S = x.shape[0], self.num_heads, self.linear_0.out_features
         wa, ba, wb, bb = self.folded_weights()
         if not (torch.is_grad_enabled() or self.training):
             return self._infer(x, wa, wb, bb, fast)
-        # Pass 1, per token block: logits (B, t, 4h*S), their max over the block's tokens (a constant shift that
-        # softmax ignores, hence detached) and exp(logits - max) with its sum over the block's tokens.
-        exps, maxes, sums = [], [], []
-        for i in range(0, N, T):
-            z = linear(x[:, i:i + T], wa, ba, fast)  # (B, t, 4h*S)
-            zmax = z.detach().amax(dim=1, keepdim=True)  # (B, 1, 4h*S)
-            e = (z - zmax).exp_()
-            exps.append(e)
-            maxes.append(zmax)
-            sums.append(e.sum(dim=1, keepdim=True))
-        # Softmax over all N tokens: block b's exps are scaled by exp(max_b - max) / sum over blocks.
-        if len(exps) == 1:
-            scales = [1.0 / sums[0]]
-        else:
-            maxes = torch.stack(maxes)  # (blocks, B, 1, 4h*S)
-            w = (maxes - maxes.amax(dim=0)).exp()
-            scales = (w / (torch.stack(sums) * w).sum(dim=0)).unbind(0)
+        exps, scales = self._token_softmax(x, wa, ba, fast)
         # Pass 2, per block: finish the softmax over tokens, l1 over memory slots, project.
         out = []
         for e, scale in zip(exps, scales):
@@ -125,29 +108,38 @@ class ExternalAttention(nn.Module):
             out.append(linear(attn, wb, bb, fast))  # (B, t, C)
         return self.proj_drop(torch.cat(out, dim=1) if len(out) > 1 else out[0])
 
-    def _infer(self, x, wa, wb, bb, fast):
-        """``forward`` without autograd, in place where nothing else holds the tensor. The logits' bias ``ba`` is
-        left out: it is the same for every token of a (head, slot) column, and the softmax over tokens cancels it
-        (exactly, in real arithmetic; autograd keeps it, so that ``trans_dims.bias`` and ``linear_0.bias`` still get
-        their (zero) gradients and weight decay as before). Eval mode only: the dropouts are the identity."""
-        B, N, _ = x.shape
-        H, S, T = self.num_heads, self.linear_0.out_features, self.chunk_tokens
+    def _token_softmax(self, x, wa, ba, fast):
+        """Pass 1, per token block of ``x``: the logits ``x Wa^T + ba`` (B, t, 4h*S), exponentiated against the
+        block's max over its tokens (a constant shift that softmax ignores, hence detached); then the factor that
+        turns each block's exps into the softmax over all N tokens (exp(max_b - max) / the sum over blocks).
+
+        Returns:
+            ``(exps, scales)``, one per block.
+        """
         exps, maxes, sums = [], [], []
-        for i in range(0, N, T):
-            e = linear(x[:, i:i + T], wa, None, fast)  # (B, t, 4h*S) logits
-            m = e.amax(dim=1, keepdim=True)
-            e.sub_(m).exp_()
+        for i in range(0, x.shape[1], self.chunk_tokens):
+            z = linear(x[:, i:i + self.chunk_tokens], wa, ba, fast)  # (B, t, 4h*S)
+            zmax = z.detach().amax(dim=1, keepdim=True)  # (B, 1, 4h*S)
+            e = (z - zmax).exp_()
             exps.append(e)
-            maxes.append(m)
+            maxes.append(zmax)
             sums.append(e.sum(dim=1, keepdim=True))
         if len(exps) == 1:
-            scales = [sums[0].reciprocal_()]
-        else:
-            maxes = torch.stack(maxes)
-            w = maxes.sub_(maxes.amax(dim=0)).exp_()
-            scales = w.div_((torch.stack(sums) * w).sum(dim=0)).unbind(0)
+            return exps, [1.0 / sums[0]]
+        maxes = torch.stack(maxes)  # (blocks, B, 1, 4h*S)
+        w = (maxes - maxes.amax(dim=0)).exp()
+        return exps, (w / (torch.stack(sums) * w).sum(dim=0)).unbind(0)
+
+    def _infer(self, x, wa, wb, bb, fast):
+        """``forward`` without autograd, pass 2 in place. The logits' bias ``ba`` is left out: it is the same for
+        every token of a (head, slot) column, and the softmax over tokens cancels it (exactly, in real arithmetic;
+        autograd keeps it, so that ``trans_dims.bias`` and ``linear_0.bias`` still get their (zero) gradients and
+        weight decay as before). Eval mode only: the dropouts are the identity."""
+        B, N, _ = x.shape
+        H, S, T = self.num_heads, self.linear_0.out_features, self.chunk_tokens
+        exps, scales = self._token_softmax(x, wa, None, fast)
         out = x.new_empty(B, N, bb.shape[0])
-        for i, (e, scale) in zip(range(0, N, T), zip(exps, scales)):
+        for i, e, scale in zip(range(0, N, T), exps, scales):
             attn = e.mul_(scale).view(B, -1, H, S)  # softmax over tokens
             attn.div_(attn.sum(dim=-1, keepdim=True).add_(1e-9))  # l1 over memory slots
             linear_into(out[:, i:i + T], attn.view(B, -1, H * S), wb, bb, fast)
