@@ -310,3 +310,22 @@ def test_damaged_conversion_is_made_again(server, cache, tmp_path):
     assert server.hits["/linear-micro-checkpoint.pth"] == 1
     for k, v in first.state_dict().items():
         assert torch.equal(second.state_dict()[k], v), k
+
+
+def test_fine_tuning_an_upstream_tag_keeps_its_conversion(server, cache, tmp_path, monkeypatch):
+    """``zoo.load(name, pretrained=True, num_classes=10)`` on 1000-class upstream weights (timm's fine-tuning call):
+    the conversion cache keeps the published head; only the returned model gets a fresh one."""
+    from zoo import registry
+    from zoo.pretrained import PretrainedCfg
+    sd, data = ff_official_micro(tmp_path, seed=3)
+    entry = PretrainedCfg(tag="ff_vit_micro.cls_x", hf_hub_id="zoo-models/ff_vit_micro.cls_x", converter="ff_official",
+                          url=server.serve("/linear-micro-checkpoint.pth", data), args=dict(img_size=32))
+    monkeypatch.setattr(registry, "PRETRAINED", {entry.tag: entry})
+    tuned = zoo.load("ff_vit_micro", pretrained=True, num_classes=10)
+    assert tuned.head.out_features == 10 and tuned.pretrained_cfg["adapted"] == {"num_classes": [1000, 10]}
+    published = zoo.load("ff_vit_micro", pretrained=True)  # now from the conversion cache
+    assert published.head.out_features == 1000 and torch.equal(published.head.weight, sd["head.weight"])
+    assert server.hits["/linear-micro-checkpoint.pth"] == 1
+    for k, v in tuned.state_dict().items():
+        if not k.startswith("head."):
+            assert torch.equal(published.state_dict()[k], v), k

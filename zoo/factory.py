@@ -5,7 +5,7 @@ and checks weights files; ``zoo.convert`` maps foreign layouts onto it; ``zoo.re
 ``zoo.hub`` reads and writes published folders (using the registry); ``zoo.upstream`` fetches and converts upstream
 files (using the hub's download). Nothing imports this module but ``zoo/__init__.py``.
 """
-from . import convert, hub, registry, upstream
+from . import adapt, convert, hub, registry, upstream
 from . import pretrained as _pretrained
 
 
@@ -27,7 +27,10 @@ def load(name, task=None, pretrained=False, checkpoint=None, checkpoint_options=
         checkpoint_options: Options of ``zoo.convert.load_checkpoint``, e.g. ``dict(drop_head=True)`` to keep a
             fresh head for another ``num_classes``, ``dict(drop_distillation=True)`` for distilled DeiT weights.
         **kwargs: Task arguments, e.g. ``num_classes``, ``img_size``, ``in_chans``, ``patch_size``; and download
-            options (``cache_dir``, ``force_download``, ``local_files_only``, ``endpoint``, ``token``).
+            options (``cache_dir``, ``force_download``, ``local_files_only``, ``endpoint``, ``token``). With
+            pretrained weights, ``num_classes``, ``in_chans`` and ``img_size`` adapt them as timm does (a fresh
+            classifier, the patch kernel over channels, the position embedding resampled; ``zoo.adapt``); any
+            other argument must fit the weights.
 
     Returns:
         The ``nn.Module`` for the task (in train mode, as torch modules start). With weights from a tag or a
@@ -35,10 +38,12 @@ def load(name, task=None, pretrained=False, checkpoint=None, checkpoint_options=
     """
     task = registry.resolve_task(task.lower() if isinstance(task, str) else task) if task is not None else None
     if name.startswith(("hf-hub:", "local-dir:")):
+        wanted = adapt.pop_adaptable(kwargs)
         model = hub.load_published(name, **kwargs)
         if task is not None and model.zoo_config["task"] != task:
             raise ValueError(f"{name} is a {model.zoo_config['task']} checkpoint, not {task}: drop task={task!r} "
                              f"(a published folder names its own task)")
+        adapt.adapt(model, wanted, what=f"the weights of {name}")
         return model
     if _pretrained.looks_like_tag(name):  # a pretrained tag names its task: ff_vit_micro.cls_fmnist -> cls
         if pretrained not in (False, True):
@@ -63,6 +68,7 @@ def load(name, task=None, pretrained=False, checkpoint=None, checkpoint_options=
         # Download options (cache_dir, force_download, ...) go to the hub; the tag's architecture arguments
         # (e.g. num_classes=10, img_size=28, in_chans=1 for Fashion-MNIST) are the defaults of the build.
         hub_kwargs = {k: kwargs.pop(k) for k in hub.DOWNLOAD_OPTIONS if k in kwargs}
+        wanted = adapt.pop_adaptable(kwargs)  # num_classes, in_chans, img_size: changed after loading (zoo.adapt)
         kwargs = {**entry.args, **kwargs}
     model = registry.build(registry.canonical_name(name), task=task or "cls", **kwargs)
     if entry is not None and entry.converter:  # upstream weights: downloaded, converted once, cached (zoo.upstream)
@@ -70,6 +76,8 @@ def load(name, task=None, pretrained=False, checkpoint=None, checkpoint_options=
         model.pretrained_cfg = entry.to_dict()
     elif entry is not None:  # the zoo's own: a published folder (checkout, Hub cache or download)
         hub.load_pretrained_tag(model, entry, **hub_kwargs)
+    if entry is not None:
+        adapt.adapt(model, wanted, what=f"the weights of {entry.tag}")
     if checkpoint is not None:
         convert.load_checkpoint(model, checkpoint, **(checkpoint_options or {}))
     return model

@@ -113,7 +113,7 @@ def parse_name(name):
 
 
 # -- writing ------------------------------------------------------------------------------------------------------
-def _effective_args(name, task, args):
+def effective_args(name, task, args):
     """Every constructor argument of the task's ``build``: its defaults, overridden by ``args``.
 
     Recording the defaults too keeps a published model reproducible if a default changes later.
@@ -186,7 +186,7 @@ def make_config(model, *, tag=None, dataset=None, metrics=None, config_name=None
         raise HubError("the model has no zoo_config (dict(name, task, args)); build it with zoo.load or "
                        "zoo.registry.build so that config.json can rebuild it")
     name, task = zc["name"], registry.resolve_task(zc["task"])
-    args = _effective_args(name, task, _plain_json(zc["args"], f"zoo_config['args'] of {name}"))
+    args = effective_args(name, task, _plain_json(zc["args"], f"zoo_config['args'] of {name}"))
     num_classes = _num_classes(model, args)
     if dataset is None and tag:
         dataset = parse_tag(tag).dataset  # ff_vit_micro.cls_fmnist -> fmnist
@@ -369,7 +369,7 @@ def load_weights(model, weights_path, cfg, source, expected_sha256=None, pin_nam
     own = model.state_dict()
     head_differs = any(k.startswith("head.") and (k not in own or k not in state or own[k].shape != state[k].shape)
                        for k in set(own) | set(state))
-    hint = ("The classifier head differs: load with the published num_classes, then call model.reset_classifier(n) "
+    hint = ("The classifier head differs: zoo.load(..., num_classes=n) loads these weights with a fresh head "
             "to fine-tune for another number of classes.") if head_differs else None
     checkpoint.load_state_dict(model, state, weights_path, f"{checkpoint.SAFETENSORS} of {source}", hint=hint)
     return model

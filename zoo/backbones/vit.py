@@ -215,6 +215,26 @@ class VisionTransformer(TokenTrunk):
         """Parameter names excluded from weight decay (position embedding and cls token)."""
         return {"pos_embed", "cls_token"}
 
+    def set_input_size(self, img_size):
+        """Make ``img_size`` the native input size (timm's ``set_input_size``): the position embedding is resampled
+        bicubically to its grid once, instead of at every forward. A mixer whose weights are sized by the token
+        count (``ff``) cannot change it."""
+        pe = self.patch_embed
+        old_size, old_grid = pe.img_size, pe.grid_size
+        pe.set_img_size(img_size)
+        if pe.grid_size == old_grid:
+            return
+        if pe.strict:
+            new_size = pe.img_size
+            pe.set_img_size(old_size)
+            raise ValueError(f"the {self.mixer_name} mixer's weights are sized by the token count ({self.num_tokens} "
+                             f"tokens at {old_size[0]}x{old_size[1]}), so the model cannot take "
+                             f"{new_size[0]}x{new_size[1]} inputs; resize the images to {old_size[0]}x{old_size[1]}")
+        with torch.no_grad():
+            pos = resample_pos_embed(self.pos_embed.detach(), pe.grid_size, self.num_prefix_tokens, old_grid)
+        self.pos_embed = nn.Parameter(pos.contiguous())
+        self.num_tokens = pe.num_patches + self.num_prefix_tokens
+
     # -- forward ----------------------------------------------------------------------------------------------
     def _embed(self, x):
         x, hw = self.patch_embed(x)

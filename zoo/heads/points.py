@@ -72,6 +72,12 @@ class PointTransformer(nn.Module):
     def no_weight_decay(self):
         return set()
 
+    def reset_classifier(self, num_classes):
+        """Replace the head's last layer with a fresh one for ``num_classes`` (the hidden layers are kept)."""
+        last = self.head[-1]
+        self.head[-1] = nn.Linear(last.in_features, num_classes).to(last.weight)
+        self.num_classes = num_classes
+
 
 def _mlp_head(in_dim, hidden, out_dim, drop):
     layers = []

@@ -62,6 +62,7 @@ from mmseg.structures import SegDataSample  # noqa: E402
 
 from .. import mixers  # noqa: E402
 from ..backbones.vit import SIZES, VisionTransformer  # noqa: E402
+from ..layers.patch_embed import adapt_in_chans  # noqa: E402
 from ..layers.resize_argmax import resize_argmax  # noqa: E402
 from ..registry import model_info  # noqa: E402
 from .light_head import head_forward  # noqa: E402
@@ -193,22 +194,16 @@ class ZooViTBackbone(BaseModule):
         return convert.read_state_dict(checkpoint)
 
     def _fit_in_chans(self, sd, checkpoint):
-        """A grey-scale classifier's patch embedding for a colour trunk, or the reverse (as timm's pretrained
-        loading adapts the first convolution): 1 -> C input channels repeats the kernel and divides it by C, so a
-        grey image given as C equal channels gets the response it had; C -> 1 sums the kernel over channels.
-        Any other channel change is an error."""
+        """A classifier's patch embedding fitted to this trunk's channels (grey-scale to colour or the reverse,
+        ``zoo.layers.adapt_in_chans``); any other channel change is an error."""
         key = "patch_embed.proj.weight"
         w = sd.get(key)
         if w is None or w.ndim != 4 or w.shape[1] == self.in_chans:
             return sd
-        if w.shape[1] == 1:
-            w = w.repeat(1, self.in_chans, 1, 1) / self.in_chans
-        elif self.in_chans == 1:
-            w = w.sum(dim=1, keepdim=True)
-        else:
-            raise ValueError(f"{checkpoint} has a patch embedding for {w.shape[1]} input channels, which does not "
-                             f"adapt to in_chans={self.in_chans} (only 1 -> C and C -> 1 do); build the backbone "
-                             f"with in_chans={w.shape[1]}")
+        try:
+            w = adapt_in_chans(w, self.in_chans)
+        except ValueError as e:
+            raise ValueError(f"{checkpoint}: {e}") from None
         logging.getLogger(__name__).info("%s: patch embedding adapted from %d to %d input channels", self.name,
                                          sd[key].shape[1], self.in_chans)
         return {**sd, key: w}
@@ -334,6 +329,18 @@ class ZooEncoderDecoder(EncoderDecoder):
         self.backbone.channels_last_maps = all(type(m).__name__ in CHANNELS_LAST_SAFE for m in consumers)
 
     # -- the zoo surface ------------------------------------------------------------------------------------------
+    def reset_classifier(self, num_classes):
+        """Fresh ``conv_seg`` classifiers for ``num_classes`` in the decode and auxiliary heads (everything else is
+        kept), initialised as mmseg initialises them (normal, std 0.01, zero bias)."""
+        aux = self.auxiliary_head if self.with_auxiliary_head else []
+        for head in [self.decode_head, *(aux if isinstance(aux, nn.ModuleList) else [aux])]:
+            old = head.conv_seg
+            head.conv_seg = nn.Conv2d(old.in_channels, num_classes, kernel_size=1).to(old.weight)
+            nn.init.normal_(head.conv_seg.weight, std=0.01)
+            nn.init.zeros_(head.conv_seg.bias)
+            head.num_classes = head.out_channels = num_classes
+        self.num_classes = self.out_channels = num_classes
+
     @property
     def zoo_model(self):
         """The ``nn.Module`` that ``zoo.load(..., task='seg')`` returns: this segmentor itself."""
