@@ -25,6 +25,7 @@ published.
 """
 import logging
 
+from .hub import effective_args
 from .layers.patch_embed import _pair
 
 ADAPTABLE = ("num_classes", "in_chans", "img_size")
@@ -59,7 +60,6 @@ def adapt(model, wanted, what="the weights"):
     Returns:
         ``{argument: [old, new]}`` for every argument that changed.
     """
-    from .hub import effective_args  # zoo.hub imports the registry, which does not import this module
     zc = model.zoo_config
     name, task = zc["name"], zc["task"]
     current = effective_args(name, task, dict(zc["args"]))

@@ -3,7 +3,8 @@
 This module sits on top of the others, which import each other in one direction only: ``zoo.checkpoint`` reads
 and checks weights files; ``zoo.convert`` maps foreign layouts onto it; ``zoo.registry`` names and builds models;
 ``zoo.hub`` reads and writes published folders (using the registry); ``zoo.upstream`` fetches and converts upstream
-files (using the hub's download). Nothing imports this module but ``zoo/__init__.py``.
+files (using the hub's download); ``zoo.adapt`` changes a loaded model for other data (using the hub's argument
+defaults). Nothing imports this module but ``zoo/__init__.py``.
 """
 from . import adapt, convert, hub, registry, upstream
 from . import pretrained as _pretrained
