@@ -15,6 +15,7 @@ import torch
 from PIL import Image
 
 import tasks.cls as cls
+import zoo
 from tasks.common import checkpoint as ckpt_mod
 from tests.load_tool import load_tool
 
@@ -199,6 +200,20 @@ def test_zoo_classifier_modes_and_zoo_model():
     preds = model(x, dict(gt_label=y), mode="predict")
     assert [p["gt_label"] for p in preds] == [1, 4, 9]
     torch.testing.assert_close(torch.stack([p["pred_score"] for p in preds]), logits.softmax(-1))
+
+
+def test_zoo_classifier_starts_from_pretrained_weights():
+    """A fine-tuning config: the weights' own sizes by default, or adapted to the data (zoo.adapt)."""
+    bundled = zoo.load("ea_vit_micro.cls_fmnist").state_dict()
+    same = cls.ZooClassifier(name="ea_vit_micro", pretrained=True)
+    assert same.num_classes == 10 and same.zoo_model.patch_embed.img_size == (28, 28)
+    assert all(torch.equal(v, bundled[k]) for k, v in same.zoo_model.state_dict().items())
+    tuned = cls.ZooClassifier(name="ea_vit_micro", pretrained=True, num_classes=3, in_chans=3)
+    assert tuned.num_classes == 3 and tuned.zoo_model.pretrained_cfg["adapted"] == {"num_classes": [10, 3],
+                                                                                   "in_chans": [1, 3]}
+    trunk = {k: v for k, v in tuned.zoo_model.state_dict().items() if not k.startswith(("head.", "patch_embed.proj.w"))}
+    assert trunk and all(torch.equal(v, bundled[k]) for k, v in trunk.items())
+    assert tuned(torch.randn(2, 3, 28, 28), mode="tensor").shape == (2, 3)
 
 
 def test_mixup_soft_target_loss():

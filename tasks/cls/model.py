@@ -70,8 +70,10 @@ class ZooClassifier(BaseModel):
 
     Args:
         name: Registered model name (``ea_vit_micro``) or pretrained tag; architecture numbers come from the zoo.
-        num_classes, img_size, in_chans, patch_size: Passed to ``zoo.load``.
-        pretrained: Start from the registry's weights (``zoo.load(pretrained=...)``).
+        num_classes, img_size, in_chans, patch_size: Passed to ``zoo.load`` when given; left out, they are the
+            pretrained weights' own, else the zoo's defaults (1000, 224, 3, 16).
+        pretrained: Start from the registry's weights (``zoo.load(pretrained=...)``); ``num_classes``,
+            ``in_chans`` and ``img_size`` adapt them to the data (``zoo.adapt``: a fine-tuning start).
         checkpoint: Start from a local weights file (zoo safetensors or a layout ``zoo.convert`` knows).
         label_smoothing: Label smoothing of the cross-entropy.
         mixup: ``MixupCutmix`` arguments (dict) to mix training batches, or None.
@@ -80,15 +82,15 @@ class ZooClassifier(BaseModel):
         **model_kwargs: Further ``zoo.load`` arguments (``drop_path_rate``, ``mixer_options``, ...).
     """
 
-    def __init__(self, name, num_classes=1000, img_size=224, in_chans=3, patch_size=16, pretrained=False,
+    def __init__(self, name, num_classes=None, img_size=None, in_chans=None, patch_size=None, pretrained=False,
                  checkpoint=None, label_smoothing=0.0, mixup=None, data_preprocessor=None, init_cfg=None,
                  **model_kwargs):
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         import zoo
-        self.classifier = zoo.load(name, task="cls", num_classes=num_classes, img_size=img_size, in_chans=in_chans,
-                                   patch_size=patch_size, pretrained=pretrained, checkpoint=checkpoint,
-                                   **model_kwargs)
-        self.num_classes = num_classes
+        given = dict(num_classes=num_classes, img_size=img_size, in_chans=in_chans, patch_size=patch_size)
+        self.classifier = zoo.load(name, task="cls", pretrained=pretrained, checkpoint=checkpoint,
+                                   **{k: v for k, v in given.items() if v is not None}, **model_kwargs)
+        self.num_classes = self.classifier.num_classes
         self.label_smoothing = label_smoothing
         self.mixup = MixupCutmix(**mixup) if mixup else None
 
