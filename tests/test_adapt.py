@@ -125,6 +125,15 @@ def test_what_cannot_adapt_is_named(name, task, kw, match):
         zoo.load(name, task=task, pretrained=True, **kw)
 
 
+def test_no_head_and_bad_values():
+    features = zoo.load("ea_vit_micro.cls_fmnist", num_classes=0)  # timm's pretrained feature extractor
+    assert features(torch.rand(2, 1, 28, 28)).shape == (2, 64) and features.pretrained_cfg["num_classes"] == 0
+    with pytest.raises(ValueError, match=r"num_classes must be an integer >= 1 for seg, got 0"):
+        zoo.load("ea_vit_micro.seg_scenes", num_classes=0)
+    with pytest.raises(ValueError, match=r"in_chans must be an integer >= 1 for cls, got 2.5"):
+        zoo.load("ea_vit_micro.cls_fmnist", in_chans=2.5)
+
+
 def test_patch_embed_names_a_channel_mismatch():
     with pytest.raises(ValueError, match=r"takes 3-channel images, got 1 channels .* in_chans=1"):
         PatchEmbed(32, 16, 3, 8)(torch.zeros(1, 1, 32, 32))

@@ -75,6 +75,9 @@ def adapt(model, wanted, what="the weights"):
             trained = f" (trained with {arg}={old!r})" if old is not None else ""
             raise ValueError(f"{name} ({task}) cannot adapt {what}{trained} to {arg}={new!r}: {why}. Drop {arg}= "
                              f"to load them as trained.")
+        least = 0 if (arg, task) == ("num_classes", "cls") else 1  # cls: 0 drops the head, as in timm
+        if arg != "img_size" and (not isinstance(new, int) or isinstance(new, bool) or new < least):
+            raise ValueError(f"{arg} must be an integer >= {least} for {task}, got {new!r}")
         if arg == "num_classes":
             model.reset_classifier(new)
         elif arg == "in_chans":
