@@ -28,10 +28,24 @@ def test_seg_worker_row(bench, capsys, head):
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["ms"] > 0
 
 
+def test_seg_worker_train_cp_checkpoints_the_blocks(bench, capsys, monkeypatch):
+    import torch.utils.checkpoint as cp
+    calls, real = [], cp.checkpoint
+    monkeypatch.setattr(cp, "checkpoint", lambda *a, **k: calls.append(1) or real(*a, **k))
+    job = dict(head="segformer", mixer="effa", res=64, tokens=16, mode="train", batch=2, size="micro",
+               min_run_time=0.01)
+    bench.seg_worker(job)
+    assert calls == []
+    bench.seg_worker(dict(job, mode="train-cp"))
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert row["mode"] == "train-cp" and row["ms"] > 0 and len(calls) >= 4  # 4 blocks per step at least
+
+
 def test_seg_skip_rules(bench):
     args = bench.parse_args(["--seg-max-seconds", "100"])
     ff = dict(head="segformer", mixer="ff", res=1024, tokens=4096, mode="train")
     assert "crop only" in bench.seg_skip_reason(ff, [], args)
+    assert "crop only" in bench.seg_skip_reason(dict(ff, mode="train-cp"), [], args)
     assert bench.seg_skip_reason(dict(ff, mode="infer"), [], args) is None
     hist = [dict(res=512, tokens=1024, ms=1000.0, peak_mb=100.0), dict(res=1024, tokens=4096, ms=16000.0,
                                                                      peak_mb=400.0)]
@@ -50,6 +64,10 @@ def test_seg_table_ratios(bench):
     t = {r["mixer"]: r for r in bench.seg_table(rows, "segformer")}
     assert t["ea"]["infer x sa"] == 3.0 and t["sa"]["infer x sa"] == 1.0
     assert t["ea"]["train step x sa"] == "-" and t["sa"]["train step MB"] == "~900 (est.)"
+    assert not any("checkpointing" in k for k in t["ea"])  # the optional column only when measured
+    rows += [dict(head="segformer", res=1024, mixer="ea", mode="train-cp", ms=2600.0, peak_mb=30.0)]
+    t = {r["mixer"]: r for r in bench.seg_table(rows, "segformer")}
+    assert t["ea"]["train step (checkpointing) MB"] == 30.0 and t["sa"]["train step (checkpointing) s"] == "-"
 
 
 @pytest.mark.slow  # two fresh processes importing mmseg
@@ -144,6 +162,7 @@ def test_seg_rounds_section_interleaves_the_mixers(bench, monkeypatch):
 
 def test_seg_modes_option(bench, capsys):
     assert bench.parse_args(["--seg-modes", "infer"]).seg_modes == ["infer"]
+    assert bench.parse_args(["--seg-modes", "train,train-cp"]).seg_modes == ["train", "train-cp"]
     with pytest.raises(SystemExit):
         bench.parse_args(["--seg-modes", "infer,eval"])
     assert "--seg-modes: unknown ['eval']" in capsys.readouterr().err

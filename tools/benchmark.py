@@ -35,9 +35,10 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   ``test_cfg.return_logits=False``: labels straight from the head's logits; no grad; ``ff`` slides its 512 window)
   and one training step
   (forward + backward + AdamW step, batch ``--seg-train-batch`` = 2, the configs' images per GPU; UPerNet's
-  pooling BN needs more than one image; ``ff`` trains at its crop only). Each (head, size, mixer, mode) runs in a
-  fresh process; its peak memory is the growth of the peak RSS during the first call (``zoo.cpu.PeakMemory``), and
-  the time is measured after that call. Rows whose time or memory, extrapolated from the smaller sizes of the same
+  pooling BN needs more than one image; ``ff`` trains at its crop only; ``--seg-modes ...,train-cp`` adds the
+  step with gradient checkpointing of the trunk blocks, ``set_grad_checkpointing``). Each (head, size, mixer,
+  mode) runs in a fresh process; its peak memory is the growth of the peak RSS during the first call
+  (``zoo.cpu.PeakMemory``), and the time is measured after that call. Rows whose time or memory, extrapolated from the smaller sizes of the same
   row, exceed ``--seg-max-seconds`` or the available memory are skipped with the estimate printed.
 - **linear** (``--only linear``): the classifiers with oneDNN's fused linear (``zoo.layers.linear``, the CPU
   inference fast path) and with it switched off (``F.linear``), interleaved round by round in one process.
@@ -525,6 +526,9 @@ SEG_SIZES = (512, 1024, 2048)
 SEG_HEADS = {"uper": "UPerNet", "segformer": "light head"}
 SEG_CROP = 512
 SEG_CLASSES = 150
+# seg row modes -> table label; train-cp is the training step with the trunk's gradient checkpointing
+SEG_MODES = {"infer": "infer", "train": "train step", "train-cp": "train step (checkpointing)"}
+TRAIN_MODES = ("train", "train-cp")
 
 
 def _seg_batch(n, res, num_classes, seed=0):
@@ -560,7 +564,7 @@ def seg_worker(job):
             with torch.no_grad():
                 return model.predict(x)
     else:
-        model.train()
+        model.train().set_grad_checkpointing(job["mode"] == "train-cp")
         x, samples = _seg_batch(job["batch"], res, SEG_CLASSES)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
@@ -593,7 +597,7 @@ def _extrapolate(points, tokens):
 
 def seg_skip_reason(row, history, args):
     """Why a seg row is not run (None: run it). ``history``: measured rows of the same head, mixer and mode."""
-    if row["mixer"] == "ff" and row["mode"] == "train" and row["res"] != SEG_CROP:
+    if row["mixer"] == "ff" and row["mode"] in TRAIN_MODES and row["res"] != SEG_CROP:
         return f"ff trains on its {SEG_CROP}px crop only (fixed token count)"
     pts_ms = [(r["tokens"], r["ms"]) for r in history if "ms" in r]
     pts_mb = [(r["tokens"], r["peak_mb"]) for r in history if r.get("peak_mb")]
@@ -652,7 +656,9 @@ def seg_table(rows, head):
         get = {(r["mixer"], r["mode"]): r for r in rows if r["head"] == head and r["res"] == res}
         for mixer in dict.fromkeys(r["mixer"] for r in rows if r["head"] == head and r["res"] == res):
             line = {"px": res, "tokens": (res // 16) ** 2, "mixer": mixer}
-            for mode, label in (("infer", "infer"), ("train", "train step")):
+            for mode, label in SEG_MODES.items():
+                if mode == "train-cp" and not any(m == mode for _, m in get):  # an optional column
+                    continue
                 r, sa = get.get((mixer, mode), {}), get.get(("sa", mode), {})
                 line[f"{label} s"] = r["ms"] / 1e3 if "ms" in r else "-"
                 line[f"{label} x sa"] = round(sa["ms"] / r["ms"], 2) if "ms" in r and "ms" in sa else "-"
@@ -1016,7 +1022,8 @@ def parse_args(argv=None):
     p.add_argument("--seg-sizes", type=int, nargs="+", default=list(SEG_SIZES), help="seg image sides in pixels")
     p.add_argument("--seg-heads", default="uper,segformer", help="seg decode heads: uper, segformer (the light one)")
     p.add_argument("--seg-mixers", default="sa,ea,effa,ff", help="seg mixers")
-    p.add_argument("--seg-modes", default="infer,train", help="seg rows: infer, train")
+    p.add_argument("--seg-modes", default="infer,train", help=f"seg rows: {', '.join(SEG_MODES)} (train-cp: the "
+                   "training step with gradient checkpointing of the trunk blocks)")
     p.add_argument("--seg-model-size", default="tiny", help=argparse.SUPPRESS)
     p.add_argument("--seg-train-batch", type=int, default=2, help="images per seg training step (default 2: the "
                    "configs' images per GPU; UPerNet's pool-scale-1 BN cannot train on one image)")
@@ -1041,8 +1048,9 @@ def parse_args(argv=None):
     unknown = set(args.seg_heads) - set(SEG_HEADS)
     if unknown:
         p.error(f"--seg-heads: unknown {sorted(unknown)}; choose from {sorted(SEG_HEADS)}")
-    if set(args.seg_modes) - {"infer", "train"}:
-        p.error(f"--seg-modes: unknown {sorted(set(args.seg_modes) - {'infer', 'train'})}; choose from infer, train")
+    if set(args.seg_modes) - set(SEG_MODES):
+        p.error(f"--seg-modes: unknown {sorted(set(args.seg_modes) - set(SEG_MODES))}; choose from "
+                f"{', '.join(SEG_MODES)}")
     args.repeats = args.repeats or (3 if args.quick else 7)
     args.tokens = args.tokens or (TOKENS[:3] if args.quick else TOKENS)
     return args

@@ -14,6 +14,7 @@ import math
 
 import torch
 import torch.nn as nn
+import torch.utils.checkpoint
 
 from .. import mixers
 from ..layers import DropPath, Mlp, PatchEmbed, resample_pos_embed
@@ -88,9 +89,30 @@ def init_trunk(module):
                 m.linear_1.weight.copy_(m.linear_0.weight.t())
 
 
-class TokenTrunk(nn.Module):
+class GradCheckpointing:
+    """timm's ``set_grad_checkpointing`` (mmseg's backbone ``with_cp``) for a module that runs ``blocks``: while
+    autograd records, each block's activations are recomputed in the backward pass instead of stored
+    (``torch.utils.checkpoint``, non-reentrant). Training memory then holds the block inputs instead of every
+    intermediate, for one more forward of each block. The RNG state is replayed, so dropout and drop path draw the
+    same masks and the gradients are those of the plain run. Inference (no grad) is unaffected."""
+
+    grad_checkpointing = False
+
+    @torch.jit.ignore
+    def set_grad_checkpointing(self, enable=True):
+        self.grad_checkpointing = bool(enable)
+        return self
+
+    def _run_block(self, block, x):
+        if self.grad_checkpointing and torch.is_grad_enabled():
+            return torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+        return block(x)
+
+
+class TokenTrunk(GradCheckpointing, nn.Module):
     """timm's model surface for a tokenizer + ``blocks`` + ``norm`` + ``head`` classifier (shared by the ``vit`` and
-    ``t2t`` families): ``forward_features``, ``forward_head``, ``forward_intermediates``, ``reset_classifier``.
+    ``t2t`` families): ``forward_features``, ``forward_head``, ``forward_intermediates``, ``reset_classifier``,
+    ``set_grad_checkpointing``.
 
     A subclass defines ``_embed(x) -> (tokens (B, prefix + N, D), (h, w))`` and the attributes ``blocks``, ``norm``,
     ``head``, ``head_drop``, ``cls_token`` (or ``None``), ``num_prefix_tokens`` and ``embed_dim``.
@@ -100,7 +122,7 @@ class TokenTrunk(nn.Module):
         """(B, C, H, W) -> normalised tokens (B, prefix + N, D)."""
         x, hw = self._embed(x)
         for blk in self.blocks:
-            x = blk(x)
+            x = self._run_block(blk, x)
         return self.norm(x)
 
     def forward_head(self, x, pre_logits=False):
@@ -140,7 +162,7 @@ class TokenTrunk(nn.Module):
         out = []
         last = max(take) if intermediates_only else depth - 1
         for i, blk in enumerate(self.blocks[:last + 1]):
-            x = blk(x)
+            x = self._run_block(blk, x)
             if i in take:
                 y = (self.norm(x) if norm else x)[:, self.num_prefix_tokens:]
                 out.append(y.transpose(1, 2).reshape(B, -1, *hw) if output_fmt == "NCHW" else y)

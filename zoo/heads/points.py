@@ -18,12 +18,12 @@ k = 32; the tokens are the last stage's centres (the ``ff`` mixer is built for t
 import torch
 import torch.nn as nn
 
-from ..backbones.vit import SIZES, build_blocks, init_trunk
+from ..backbones.vit import SIZES, GradCheckpointing, build_blocks, init_trunk
 from ..layers.points import LinearBN, PointTokenizer, interpolate
 
 WIDTHS = {"micro": (32, 64, 128), "tiny": (64, 128, 256), "small": (64, 128, 256), "base": (64, 128, 256)}
 
-class PointTransformer(nn.Module):
+class PointTransformer(GradCheckpointing, nn.Module):
     """Tokenizer + trunk shared by the point heads.
 
     Args:
@@ -60,7 +60,7 @@ class PointTransformer(nn.Module):
         earlier grouping stages ``[(centres, features)]`` (see ``PointTokenizer.forward``)."""
         x, centres, point_feats, levels = self.tokenizer(points)
         for blk in self.blocks:
-            x = blk(x)
+            x = self._run_block(blk, x)
         return self.norm(x), centres, point_feats, levels
 
     @staticmethod

@@ -126,11 +126,13 @@ class ZooViTBackbone(BaseModule):
             ``skip`` lists trunk keys (fnmatch patterns, e.g. ``blocks.*.mixer.*``) that keep their fresh
             initialisation: ``ff``'s token-mixing layers are shaped by the token count, so a 224-pixel ImageNet
             model cannot fill them at a 512 crop. Anything else is loaded strictly.
+        with_cp: Gradient checkpointing of the trunk's blocks in training (mmseg's ``with_cp``; the trunk's
+            ``set_grad_checkpointing``): less memory for one more forward of each block.
     """
 
     def __init__(self, name, img_size=512, patch_size=16, in_chans=3, out_indices=None, drop_rate=0.0,
                  drop_path_rate=0.0, checkpoint=None, pretrained=None, mixer_options=None, final_norm=False,
-                 class_token=True, init_cfg=None):
+                 class_token=True, init_cfg=None, with_cp=False):
         super().__init__(init_cfg=init_cfg)
         info = model_info(name)
         self.name = name
@@ -142,6 +144,7 @@ class ZooViTBackbone(BaseModule):
                                        in_chans=in_chans, num_classes=0, drop_rate=drop_rate,
                                        drop_path_rate=drop_path_rate, mixer_options=mixer_options,
                                        class_token=class_token, **SIZES[info["size"]])
+        self.trunk.set_grad_checkpointing(with_cp)
         self.final_norm = bool(final_norm)
         self.class_token = bool(class_token)
         if not self.final_norm:
@@ -329,6 +332,11 @@ class ZooEncoderDecoder(EncoderDecoder):
         self.backbone.channels_last_maps = all(type(m).__name__ in CHANNELS_LAST_SAFE for m in consumers)
 
     # -- the zoo surface ------------------------------------------------------------------------------------------
+    def set_grad_checkpointing(self, enable=True):
+        """Gradient checkpointing of the trunk's blocks (timm's name; the backbone's ``with_cp``)."""
+        self.backbone.trunk.set_grad_checkpointing(enable)
+        return self
+
     def reset_classifier(self, num_classes):
         """Fresh ``conv_seg`` classifiers for ``num_classes`` in the decode and auxiliary heads (everything else is
         kept), initialised as mmseg initialises them (normal, std 0.01, zero bias)."""
