@@ -54,11 +54,12 @@ def test_the_config_set():
     ade = {f"{h}_{m}-vit-{s}_8xb2-160k_ade20k-512x512.py" for h in heads for m in ("sa", "ea", "effa", "ff")
            for s in ("tiny", "small", "base")}
     assert ade <= set(names) and len(ade) == 24
-    # Both heads at the short schedule (the bundled weights, the heads' comparison), and UPerNet at the 4x schedule.
-    # Both heads from scratch at the short schedule (the heads' comparison), and the bundled weights' recipe.
+    # Both heads from scratch at the short schedule (the heads' comparison), the bundled weights' recipe, and the
+    # same recipe three times as long (where the curves flatten).
     assert {n for n in names if "fashion-scenes" in n} == {
         f"{h}_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py" for h in heads for m in ("sa", "ea", "effa", "ff")
-    } | {f"upernet_{m}-vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")}
+    } | {f"upernet_{m}-vit-micro-p4_1xb16-{n}_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")
+         for n in (2000, 6000)}
 
 
 def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is_one_recipe():
@@ -90,6 +91,19 @@ def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is
         plain[m] = dict(model=model, optim=cfg.optim_wrapper.to_dict(), sched=cfg.param_scheduler,
                         train=cfg.train_cfg.to_dict())
     assert plain["sa"] == plain["ea"] == plain["effa"] == plain["ff"]
+
+
+def test_the_6000_iteration_scenes_configs_change_the_schedule_only():
+    for m in ("sa", "ea", "effa", "ff"):
+        short = _cfg(os.path.join(ROOT, f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py"))
+        long = _cfg(os.path.join(ROOT, f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-6000_fashion-scenes-64x64.py"))
+        for key in ("model", "train_dataloader", "val_dataloader", "optim_wrapper", "val_evaluator"):
+            assert long[key] == short[key], (m, key)
+        assert (long.train_cfg.max_iters, long.train_cfg.val_interval) == (6000, 500)
+        assert [s.get("end") for s in long.param_scheduler] == [100, 6000]
+        assert [{k: v for k, v in s.items() if k != "end"} for s in long.param_scheduler] == \
+            [{k: v for k, v in s.items() if k != "end"} for s in short.param_scheduler]
+        assert long.default_hooks.checkpoint.interval == 6000
 
 
 def test_published_cards_name_the_weights_the_trunk_started_from():
