@@ -59,6 +59,7 @@ from mmengine.structures import PixelData  # noqa: E402
 from mmseg.models.segmentors import EncoderDecoder  # noqa: E402
 from mmseg.registry import MODELS as SEG_MODELS  # noqa: E402
 from mmseg.structures import SegDataSample  # noqa: E402
+from mmseg.utils import add_prefix  # noqa: E402
 
 from .. import mixers  # noqa: E402
 from ..backbones.vit import SIZES, VisionTransformer  # noqa: E402
@@ -66,6 +67,7 @@ from ..layers.patch_embed import adapt_in_chans  # noqa: E402
 from ..layers.resize_argmax import resize_argmax  # noqa: E402
 from ..registry import model_info  # noqa: E402
 from .light_head import head_forward  # noqa: E402
+from .seg_loss import head_loss  # noqa: E402
 
 # ImageNet statistics on the 0..255 scale, as mmseg's ViT configs (images are read as BGR and converted to RGB).
 MEAN = [123.675, 116.28, 103.53]
@@ -330,6 +332,24 @@ class ZooEncoderDecoder(EncoderDecoder):
         consumers = [self.decode_head, *(aux if isinstance(aux, nn.ModuleList) else [aux])]
         consumers += [self.neck] if self.with_neck else []
         self.backbone.channels_last_maps = all(type(m).__name__ in CHANNELS_LAST_SAFE for m in consumers)
+
+    # -- training -------------------------------------------------------------------------------------------------
+    # The heads' losses without the full-resolution logits (zoo.heads.seg_loss): mmseg's loss dict to float
+    # rounding, a fraction of the memory at high resolution. False runs mmseg's head.loss.
+    low_memory_loss = True
+
+    def _decode_head_forward_train(self, inputs, data_samples):
+        return add_prefix(head_loss(self.decode_head, inputs, data_samples, self.train_cfg, self.low_memory_loss),
+                          "decode")
+
+    def _auxiliary_head_forward_train(self, inputs, data_samples):
+        heads = self.auxiliary_head
+        named = (heads.named_children() if isinstance(heads, nn.ModuleList) else [(None, heads)])
+        losses = {}
+        for idx, head in named:
+            loss = head_loss(head, inputs, data_samples, self.train_cfg, self.low_memory_loss)
+            losses.update(add_prefix(loss, "aux" if idx is None else f"aux_{idx}"))
+        return losses
 
     # -- the zoo surface ------------------------------------------------------------------------------------------
     def set_grad_checkpointing(self, enable=True):
