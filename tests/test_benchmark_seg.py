@@ -41,6 +41,22 @@ def test_seg_worker_train_cp_checkpoints_the_blocks(bench, capsys, monkeypatch):
     assert row["mode"] == "train-cp" and row["ms"] > 0 and len(calls) >= 4  # 4 blocks per step at least
 
 
+def test_seg_worker_train_mmseg_uses_mmseg_losses(bench, capsys, monkeypatch):
+    from zoo.heads import seg_loss
+    used = []
+    real = seg_loss.head_loss
+    monkeypatch.setattr(seg_loss, "head_loss", lambda *a, **k: used.append(a[4]) or real(*a, **k))
+    import zoo.heads.seg as seg
+    monkeypatch.setattr(seg, "head_loss", seg_loss.head_loss)
+    job = dict(head="segformer", mixer="ea", res=64, tokens=16, mode="train-mmseg", batch=2, size="micro",
+               min_run_time=0.01)
+    bench.seg_worker(job)
+    assert used and not any(used)  # low_memory=False for the decode and auxiliary heads, every call
+    n = len(used)
+    bench.seg_worker(dict(job, mode="train"))
+    assert len(used) > n and all(used[n:])
+
+
 def test_seg_skip_rules(bench):
     args = bench.parse_args(["--seg-max-seconds", "100"])
     ff = dict(head="segformer", mixer="ff", res=1024, tokens=4096, mode="train")
@@ -162,7 +178,8 @@ def test_seg_rounds_section_interleaves_the_mixers(bench, monkeypatch):
 
 def test_seg_modes_option(bench, capsys):
     assert bench.parse_args(["--seg-modes", "infer"]).seg_modes == ["infer"]
-    assert bench.parse_args(["--seg-modes", "train,train-cp"]).seg_modes == ["train", "train-cp"]
+    assert bench.parse_args(["--seg-modes", "train,train-cp,train-mmseg"]).seg_modes == ["train", "train-cp",
+                                                                                         "train-mmseg"]
     with pytest.raises(SystemExit):
         bench.parse_args(["--seg-modes", "infer,eval"])
     assert "--seg-modes: unknown ['eval']" in capsys.readouterr().err

@@ -35,8 +35,9 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   ``test_cfg.return_logits=False``: labels straight from the head's logits; no grad; ``ff`` slides its 512 window)
   and one training step
   (forward + backward + AdamW step, batch ``--seg-train-batch`` = 2, the configs' images per GPU; UPerNet's
-  pooling BN needs more than one image; ``ff`` trains at its crop only; ``--seg-modes ...,train-cp`` adds the
-  step with gradient checkpointing of the trunk blocks, ``set_grad_checkpointing``). Each (head, size, mixer,
+  pooling BN needs more than one image; ``ff`` trains at its crop only; ``--seg-modes`` adds ``train-mmseg``, the
+  step with mmseg's head losses on full-resolution logits instead of ``zoo.heads.seg_loss``, and ``train-cp``,
+  the step with gradient checkpointing of the trunk blocks, ``set_grad_checkpointing``). Each (head, size, mixer,
   mode) runs in a fresh process; its peak memory is the growth of the peak RSS during the first call
   (``zoo.cpu.PeakMemory``), and the time is measured after that call. Rows whose time or memory, extrapolated from the smaller sizes of the same
   row, exceed ``--seg-max-seconds`` or the available memory are skipped with the estimate printed.
@@ -526,9 +527,12 @@ SEG_SIZES = (512, 1024, 2048)
 SEG_HEADS = {"uper": "UPerNet", "segformer": "light head"}
 SEG_CROP = 512
 SEG_CLASSES = 150
-# seg row modes -> table label; train-cp is the training step with the trunk's gradient checkpointing
-SEG_MODES = {"infer": "infer", "train": "train step", "train-cp": "train step (checkpointing)"}
-TRAIN_MODES = ("train", "train-cp")
+# seg row modes -> table label. train: the segmentor's training step (its heads' losses without the full-resolution
+# logits, zoo.heads.seg_loss); train-mmseg: the same step with mmseg's head losses; train-cp: train with gradient
+# checkpointing of the trunk blocks.
+SEG_MODES = {"infer": "infer", "train": "train step", "train-mmseg": "train step (mmseg loss)",
+             "train-cp": "train step (checkpointing)"}
+TRAIN_MODES = ("train", "train-mmseg", "train-cp")
 
 
 def _seg_batch(n, res, num_classes, seed=0):
@@ -565,6 +569,7 @@ def seg_worker(job):
                 return model.predict(x)
     else:
         model.train().set_grad_checkpointing(job["mode"] == "train-cp")
+        model.low_memory_loss = job["mode"] != "train-mmseg"
         x, samples = _seg_batch(job["batch"], res, SEG_CLASSES)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
@@ -657,7 +662,7 @@ def seg_table(rows, head):
         for mixer in dict.fromkeys(r["mixer"] for r in rows if r["head"] == head and r["res"] == res):
             line = {"px": res, "tokens": (res // 16) ** 2, "mixer": mixer}
             for mode, label in SEG_MODES.items():
-                if mode == "train-cp" and not any(m == mode for _, m in get):  # an optional column
+                if mode not in ("infer", "train") and not any(m == mode for _, m in get):  # optional columns
                     continue
                 r, sa = get.get((mixer, mode), {}), get.get(("sa", mode), {})
                 line[f"{label} s"] = r["ms"] / 1e3 if "ms" in r else "-"
@@ -1022,8 +1027,8 @@ def parse_args(argv=None):
     p.add_argument("--seg-sizes", type=int, nargs="+", default=list(SEG_SIZES), help="seg image sides in pixels")
     p.add_argument("--seg-heads", default="uper,segformer", help="seg decode heads: uper, segformer (the light one)")
     p.add_argument("--seg-mixers", default="sa,ea,effa,ff", help="seg mixers")
-    p.add_argument("--seg-modes", default="infer,train", help=f"seg rows: {', '.join(SEG_MODES)} (train-cp: the "
-                   "training step with gradient checkpointing of the trunk blocks)")
+    p.add_argument("--seg-modes", default="infer,train", help=f"seg rows: {', '.join(SEG_MODES)} (train-mmseg: the "
+                   "training step with mmseg's head losses; train-cp: with gradient checkpointing of the trunk)")
     p.add_argument("--seg-model-size", default="tiny", help=argparse.SUPPRESS)
     p.add_argument("--seg-train-batch", type=int, default=2, help="images per seg training step (default 2: the "
                    "configs' images per GPU; UPerNet's pool-scale-1 BN cannot train on one image)")
