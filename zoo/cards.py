@@ -198,6 +198,11 @@ def model_card(cfg):
                     if cfg.get("label_names") else "pred = probs.argmax(-1)"]
         else:
             out += ["with torch.no_grad():", "    logits = model(x)  # per-class score maps (B, classes, h, w)"]
+    if task != "gen":
+        more = ", in_chans=3" if task == "cls" and inp.get("in_chans") == 1 else ""
+        out += ["", "# fine-tuning on other data, as timm's create_model(..., pretrained=True, num_classes=5): a fresh "
+                "classifier" + (" and an RGB patch kernel" if more else ""),
+                f'tuned = zoo.load("{ref}", num_classes=5{more})']
     # The mixer's paper, then DeiT, whose layout and recipe the trunk follows.
     cites = []
     for block in (upstream.get("citation") or "", minfo.get("citation") or "", DEIT_CITATION):
