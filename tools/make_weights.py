@@ -71,9 +71,17 @@ THROUGHPUT_BATCH = {"cls": (64, "img/s"), "seg": (8, "img/s"), "pcls": (16, "clo
                     "gen": (64, "img/s")}
 
 
-def jobs(tasks, mixers):
-    """``[(tag, config)]`` in the order given."""
-    return [(f"{m}_vit_micro.{t}_{RECIPES[t][0]}", RECIPES[t][1].format(m=m)) for t in tasks for m in mixers]
+def jobs(tasks, mixers, recipes=None):
+    """``[(tag, config)]`` in the order given (``recipes``: config patterns replacing ``RECIPES``' for some tasks)."""
+    recipes = recipes or {}
+    return [(f"{m}_vit_micro.{t}_{RECIPES[t][0]}", recipes.get(t, RECIPES[t][1]).format(m=m))
+            for t in tasks for m in mixers]
+
+
+def _recipe_flags(tag, args):
+    """The ``--recipe`` flag that reproduces ``tag``'s run, if its task's recipe was replaced."""
+    task = parse_tag(tag).task
+    return f" --recipe {task}={args.recipe[task]}" if task in args.recipe else ""
 
 
 def _run(cmd, log, env):
@@ -301,7 +309,7 @@ def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, 
     record = dict(tag=tag, config=config, **trained_with, train_seconds=train_s,
                   checkpoint=ckpt if keep_curve else osp.join(_in_repo(args.work_root), tag, osp.basename(ckpt)),
                   metrics=metrics, **measured,
-                  command=f"python tools/make_weights.py --tags {tag} --seed {args.seed}")
+                  command=f"python tools/make_weights.py --tags {tag} --seed {args.seed}{_recipe_flags(tag, args)}")
     records = [("metrics", record)] + ([] if keep_curve else [("curves", _curve(work_dir))])
     for sub, payload in records:
         os.makedirs(osp.join(args.results, sub), exist_ok=True)
@@ -380,6 +388,10 @@ def parse_args(argv=None):
     p.add_argument("--tags", nargs="+", default=None,
                    help="only these tags, in this order (instead of --tasks x --mixers)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--recipe", action="append", default=[], metavar="TASK=CONFIG",
+                   help="train TASK from another config pattern ({m} = the mixer), e.g. seg=configs/seg/upernet_{m}-"
+                        "vit-micro-p4_1xb16-6000_fashion-scenes-64x64.py: a recipe study next to the published run "
+                        "(default folders under work_dirs/recipes/<config>)")
     p.add_argument("--jobs", type=int, default=2, help="trainings at once")
     p.add_argument("--threads", type=int, default=1, help="OMP threads per training")
     p.add_argument("--out", default=None, help="where the published folders go (default pretrained/; with a --seed "
@@ -407,14 +419,28 @@ def parse_args(argv=None):
     p.add_argument("--post-samples", metavar="PNG", help=argparse.SUPPRESS)
     p.add_argument("--list", action="store_true", help="print the jobs and exit")
     args = p.parse_args(argv)
-    # Seed 0 is the published run; another seed is a seed study next to it, never a replacement of it.
+    recipes = {}
+    for item in args.recipe:
+        task, _, pattern = item.partition("=")
+        if task not in RECIPES or "{m}" not in pattern:
+            p.error(f"--recipe {item!r}: expected TASK=CONFIG with TASK one of {', '.join(RECIPES)} and {{m}} for the "
+                    f"mixer in CONFIG")
+        recipes[task] = pattern
+    args.recipe = recipes
+    # Seed 0 of the published recipes is the published run; another seed or recipe is a study next to it, never a
+    # replacement of it.
     study = osp.join(ROOT, "work_dirs", "seeds", f"seed{args.seed}")
+    if recipes:
+        name = "+".join(osp.splitext(osp.basename(c))[0].replace("{m}", "m") for c in recipes.values())
+        study = osp.join(ROOT, "work_dirs", "recipes", name + (f"_seed{args.seed}" if args.seed else ""))
     defaults = dict(out=(osp.join(ROOT, "pretrained"), osp.join(study, "pretrained")),
                     results=(osp.join(ROOT, "results"), osp.join(ROOT, "results", "seeds", f"seed{args.seed}")),
                     work_root=(osp.join(ROOT, "work_dirs", "weights"), study))
+    if recipes:  # results of a recipe study stay in its folder too
+        defaults["results"] = (None, osp.join(study, "results"))
     for key, (published, other_seed) in defaults.items():
         if getattr(args, key) is None:
-            setattr(args, key, published if args.seed == 0 else other_seed)
+            setattr(args, key, published if args.seed == 0 and not recipes else other_seed)
     return args
 
 
@@ -424,9 +450,9 @@ def main(argv=None):
         with open(args.post_out, "w") as f:
             json.dump(post_measure(args.post, args.post_samples), f, indent=1)
         return 0
-    todo = jobs(args.tasks, args.mixers)
+    todo = jobs(args.tasks, args.mixers, args.recipe)
     if args.tags:
-        known = dict(jobs(list(RECIPES), list(MIXERS)))
+        known = dict(jobs(list(RECIPES), list(MIXERS), args.recipe))
         unknown = [t for t in args.tags if t not in known]
         if unknown:
             raise SystemExit(f"unknown tags {unknown}; --list shows them")
