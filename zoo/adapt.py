@@ -10,12 +10,12 @@ argument          what changes                                                  
 ``num_classes``   a fresh classifier (the last layer only; every other weight is kept)      cls, seg, pcls, pseg
 ``in_chans``      the patch embedding's kernel: 1 -> C repeated and divided by C, C -> 1    cls (``vit`` models)
                   summed (``zoo.layers.adapt_in_chans``)
-``img_size``      the position embedding, resampled bicubically to the new grid once        cls (``vit``, not ``ff``)
+``img_size``      the position embedding, resampled bicubically to the new grid once        cls (``vit``), seg: the
+                  (the seg crop: a non-``ff`` segmentor takes any size anyway)              trunk; not ``ff``
 ================  ========================================================================  ========================
 
-A segmentation model takes any input size as it is (its position embedding is resampled at each forward), and a
-segmentation trunk with other input channels starts from classification weights (``backbone_checkpoint=``), so seg
-adapts ``num_classes`` only. Anything else that differs from the weights is an error, as before.
+A segmentation trunk with other input channels starts from classification weights (``backbone_checkpoint=``).
+Anything else that differs from the weights is an error, as before.
 
 Afterwards ``model.zoo_config`` rebuilds the adapted architecture (so ``zoo.save_pretrained`` publishes the
 fine-tuned model) and ``model.pretrained_cfg`` describes the adapted input and head: ``num_classes``,
@@ -29,10 +29,8 @@ from .hub import effective_args
 from .layers.patch_embed import _pair
 
 ADAPTABLE = ("num_classes", "in_chans", "img_size")
-_TASKS = {"num_classes": ("cls", "seg", "pcls", "pseg"), "in_chans": ("cls",), "img_size": ("cls",)}
-_WHY = {("seg", "img_size"): "a segmentation model takes inputs of any size as it is (its position embedding is "
-                             "resampled at each forward; ff models take their training size only)",
-        ("seg", "in_chans"): "a segmentation trunk for other input channels starts from classification weights: "
+_TASKS = {"num_classes": ("cls", "seg", "pcls", "pseg"), "in_chans": ("cls",), "img_size": ("cls", "seg")}
+_WHY = {("seg", "in_chans"): "a segmentation trunk for other input channels starts from classification weights: "
                              "zoo.load(name, task='seg', in_chans=..., backbone_checkpoint=<a cls tag>)",
         "gen": "a generator has no classifier or image input to adapt",
         "pcls": "a point model reads points, not images", "pseg": "a point model reads points, not images"}
@@ -70,7 +68,7 @@ def adapt(model, wanted, what="the weights"):
         old, new = _norm(arg, current.get(arg)), _norm(arg, wanted[arg])
         if old == new:
             continue
-        if task not in _TASKS[arg] or (arg != "num_classes" and not hasattr(model, "patch_embed")):
+        if task not in _TASKS[arg] or (task == "cls" and arg != "num_classes" and not hasattr(model, "patch_embed")):
             why = _WHY.get((task, arg), _WHY.get(task, f"{name} has no patch embedding to adapt"))
             trained = f" (trained with {arg}={old!r})" if old is not None else ""
             raise ValueError(f"{name} ({task}) cannot adapt {what}{trained} to {arg}={new!r}: {why}. Drop {arg}= "

@@ -187,6 +187,12 @@ class ZooViTBackbone(BaseModule):
         self._is_init = True  # loaded weights: init_weights must not touch them
         return self
 
+    def set_input_size(self, img_size):
+        """Make ``img_size`` the training crop: the trunk's position embedding is resampled to its grid
+        (``VisionTransformer.set_input_size``; ``ff`` refuses, its weights are sized by the token count)."""
+        self.trunk.set_input_size(img_size)
+        self.img_size = self.trunk.patch_embed.img_size
+
     @staticmethod
     def _classification_state_dict(checkpoint):
         from .. import convert
@@ -355,6 +361,14 @@ class ZooEncoderDecoder(EncoderDecoder):
     def set_grad_checkpointing(self, enable=True):
         """Gradient checkpointing of the trunk's blocks (timm's name; the backbone's ``with_cp``)."""
         self.backbone.trunk.set_grad_checkpointing(enable)
+        return self
+
+    def set_input_size(self, img_size):
+        """Make ``img_size`` the training crop: the trunk's position embedding is resampled to its grid and the data
+        preprocessor pads training images to it (``ff`` refuses: its weights are sized by the token count)."""
+        self.backbone.set_input_size(img_size)
+        if getattr(self.data_preprocessor, "size", None) is not None:
+            self.data_preprocessor.size = tuple(self.backbone.img_size)
         return self
 
     def reset_classifier(self, num_classes):
