@@ -106,6 +106,29 @@ def test_the_6000_iteration_scenes_configs_change_the_schedule_only():
         assert long.default_hooks.checkpoint.interval == 6000
 
 
+@pytest.mark.skipif(not os.path.isdir(os.path.join(ROOT, "data/fashion_scenes")), reason="no scenes (make scenes)")
+def test_train_starts_a_segmentor_from_a_seg_tag(tmp_path):
+    """tools/train.py --pretrained ea_vit_micro.seg_scenes: the Runner trains the whole segmentor from the bundled
+    weights (its backbone's init_cfg, the classifier start, does not overwrite them); at lr 0 every learned tensor of
+    the saved checkpoint is the bundled one (batch norm's running statistics move in a training step)."""
+    import subprocess
+    import sys
+
+    import zoo
+    config = os.path.join(ROOT, "configs/seg/upernet_ea-vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools/train.py"), config, "--work-dir", str(tmp_path),
+                        "--pretrained", "ea_vit_micro.seg_scenes", "--cfg-options", "train_cfg.max_iters=1",
+                        "optim_wrapper.optimizer.lr=0.0", "optim_wrapper.optimizer.weight_decay=0.0",
+                        "train_dataloader.batch_size=2"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    state = torch.load(tmp_path / "iter_1.pth", map_location="cpu", weights_only=False)["state_dict"]
+    bundled = zoo.load("ea_vit_micro.seg_scenes").state_dict()
+    learned = [k for k in bundled if not k.endswith(("running_mean", "running_var", "num_batches_tracked"))]
+    assert len(learned) > 50 and all(torch.equal(state[k], bundled[k].to(state[k].dtype)) for k in learned)
+
+
 def test_published_cards_name_the_weights_the_trunk_started_from():
     from mmengine.config import Config
 

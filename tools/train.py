@@ -21,6 +21,9 @@ def parse_args(argv=None):
     cli.add_common_args(parser, "train_cfg.max_iters=100 'model.name=ea_vit_micro'")
     parser.add_argument("--resume", nargs="?", const="auto", default=None, metavar="CHECKPOINT",
                         help="resume training: from the latest checkpoint in the work dir (no value) or from CHECKPOINT")
+    parser.add_argument("--pretrained", metavar="WEIGHTS",
+                        help="start from zoo weights (a tag, hf-hub:org/name or local-dir:/path), adapted to the "
+                             "config's num_classes, channels and crop where zoo.adapt can; strict otherwise")
     parser.add_argument("--amp", action="store_true",
                         help="mixed precision (float16 with loss scaling on CUDA, bfloat16 autocast on a CPU with "
                              "native bf16; on a CPU without it, a warning and float32: zoo/cpu.py)")
@@ -49,7 +52,11 @@ def main(argv=None):
     args = parse_args(argv)
     cfg = build_cfg(args)
     with common.distributed(args.launcher):
-        cli.build_runner(cfg).train()
+        runner = cli.build_runner(cfg)
+        if args.pretrained:  # loaded weights mark the modules initialised: the Runner's init_weights keeps them
+            from tasks.common.evaluate import start_from
+            start_from(runner, args.pretrained)
+        runner.train()
 
 
 if __name__ == "__main__":

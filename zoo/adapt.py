@@ -38,6 +38,11 @@ _WHY = {("seg", "in_chans"): "a segmentation trunk for other input channels star
 log = logging.getLogger(__name__)
 
 
+def adaptable(task):
+    """The arguments ``adapt`` can change for ``task``."""
+    return tuple(arg for arg in ADAPTABLE if task in _TASKS[arg])
+
+
 def pop_adaptable(kwargs):
     """Remove and return the adaptable arguments of ``kwargs`` (the build uses the weights' own values)."""
     return {k: kwargs.pop(k) for k in ADAPTABLE if k in kwargs}

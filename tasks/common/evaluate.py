@@ -78,17 +78,34 @@ def build_runner(config, weights, work_dir=None, max_samples=None, cfg_options=N
     return runner
 
 
-def load_zoo_weights(runner, model, source="weights"):
-    """Copy the weights of a zoo ``model`` strictly into the zoo model inside ``runner.model`` (DDP and TTA
-    wrappers are looked through); a mismatch is ``zoo.checkpoint``'s ``WeightsMismatchError`` naming the missing,
-    unexpected and mis-shaped keys."""
-    from zoo import checkpoint
+def _zoo_model(runner, source):
     target = runner.model
     while not hasattr(target, "zoo_model") and hasattr(target, "module"):
         target = target.module
     if not hasattr(target, "zoo_model"):
         raise ValueError(f"{type(runner.model).__name__} exposes no zoo_model to load {source}")
-    checkpoint.load_state_dict(target.zoo_model, dict(model.state_dict()), source, "zoo model")
+    return target.zoo_model
+
+
+def load_zoo_weights(runner, model, source="weights"):
+    """Copy the weights of a zoo ``model`` strictly into the zoo model inside ``runner.model`` (DDP and TTA
+    wrappers are looked through); a mismatch is ``zoo.checkpoint``'s ``WeightsMismatchError`` naming the missing,
+    unexpected and mis-shaped keys."""
+    from zoo import checkpoint
+    checkpoint.load_state_dict(_zoo_model(runner, source), dict(model.state_dict()), source, "zoo model")
+
+
+def start_from(runner, weights):
+    """Start the runner's zoo model from zoo ``weights`` (a tag, ``hf-hub:`` or ``local-dir:``) for fine-tuning:
+    the weights are adapted to the config's model where ``zoo.adapt`` can (a fresh classifier for its
+    ``num_classes``, its channels, its crop) and otherwise must fit it exactly."""
+    import zoo
+    from zoo import adapt, hub
+    target = _zoo_model(runner, weights)
+    zc = target.zoo_config
+    args = hub.effective_args(zc["name"], zc["task"], dict(zc["args"]))
+    wanted = {k: args[k] for k in adapt.adaptable(zc["task"]) if args.get(k) is not None}
+    load_zoo_weights(runner, zoo.load(weights, **wanted), source=f"--pretrained {weights}")
 
 
 def evaluate(config, weights, work_dir=None, max_samples=None, cfg_options=None):
