@@ -334,8 +334,7 @@ class ZooEncoderDecoder(EncoderDecoder):
                          data_preprocessor=data_preprocessor, pretrained=pretrained, init_cfg=init_cfg)
         self.padded_logits = padded_logits
         self._extra_zoo_args = {}
-        aux = self.auxiliary_head if self.with_auxiliary_head else nn.ModuleList()
-        consumers = [self.decode_head, *(aux if isinstance(aux, nn.ModuleList) else [aux])]
+        consumers = [self.decode_head, *(head for _, head in self._aux_heads())]
         consumers += [self.neck] if self.with_neck else []
         self.backbone.channels_last_maps = all(type(m).__name__ in CHANNELS_LAST_SAFE for m in consumers)
 
@@ -348,11 +347,14 @@ class ZooEncoderDecoder(EncoderDecoder):
         return add_prefix(head_loss(self.decode_head, inputs, data_samples, self.train_cfg, self.low_memory_loss),
                           "decode")
 
+    def _aux_heads(self):
+        """``[(index or None, head)]``: the auxiliary heads (mmseg takes one head or a ModuleList of them)."""
+        heads = self.auxiliary_head if self.with_auxiliary_head else nn.ModuleList()
+        return list(heads.named_children()) if isinstance(heads, nn.ModuleList) else [(None, heads)]
+
     def _auxiliary_head_forward_train(self, inputs, data_samples):
-        heads = self.auxiliary_head
-        named = (heads.named_children() if isinstance(heads, nn.ModuleList) else [(None, heads)])
         losses = {}
-        for idx, head in named:
+        for idx, head in self._aux_heads():
             loss = head_loss(head, inputs, data_samples, self.train_cfg, self.low_memory_loss)
             losses.update(add_prefix(loss, "aux" if idx is None else f"aux_{idx}"))
         return losses
@@ -374,8 +376,7 @@ class ZooEncoderDecoder(EncoderDecoder):
     def reset_classifier(self, num_classes):
         """Fresh ``conv_seg`` classifiers for ``num_classes`` in the decode and auxiliary heads (everything else is
         kept), initialised as mmseg initialises them (normal, std 0.01, zero bias)."""
-        aux = self.auxiliary_head if self.with_auxiliary_head else []
-        for head in [self.decode_head, *(aux if isinstance(aux, nn.ModuleList) else [aux])]:
+        for head in [self.decode_head, *(head for _, head in self._aux_heads())]:
             old = head.conv_seg
             head.conv_seg = nn.Conv2d(old.in_channels, num_classes, kernel_size=1).to(old.weight)
             nn.init.normal_(head.conv_seg.weight, std=0.01)

@@ -23,10 +23,8 @@ class PatchEmbed(nn.Module):
 
     def __init__(self, img_size=224, patch_size=16, in_chans=3, embed_dim=768, strict=False):
         super().__init__()
-        self.img_size = _pair(img_size)
         self.patch_size = _pair(patch_size)
-        self.grid_size = (self.img_size[0] // self.patch_size[0], self.img_size[1] // self.patch_size[1])
-        self.num_patches = self.grid_size[0] * self.grid_size[1]
+        self.set_img_size(img_size)
         self.strict = strict
         self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=self.patch_size, stride=self.patch_size)
 
