@@ -315,22 +315,43 @@ def test_train_then_test_end_to_end(tmp_path):
     assert metrics["top1"] == pytest.approx(top1) and metrics["top5"] == pytest.approx(top5)
 
 
-def test_train_starts_from_pretrained_weights(tmp_path):
-    """tools/train.py --pretrained TAG: the Runner trains from the bundled weights (its init_weights keeps them),
-    with a fresh head for the config's 12 classes; at lr 0 the saved trunk is the bundled one, bit for bit."""
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_train_starts_from_pretrained_weights(tmp_path, how):
+    """tools/train.py --pretrained TAG, or load_from='zoo:TAG' in the config: the Runner trains from the bundled
+    weights (its init_weights keeps them), with a fresh head for the config's 12 classes; at lr 0 the saved trunk
+    is the bundled one, bit for bit."""
     write_fmnist(tmp_path / "fmnist")
     extra = ("model = dict(name='ea_vit_micro', num_classes=12)\noptim_wrapper = dict(optimizer=dict(lr=0.0, weight_decay=0.0))\n"
-             "param_scheduler = None")
+             "param_scheduler = None\n")
+    flags = ["--pretrained", "ea_vit_micro.cls_fmnist"] if how == "flag" else []
+    if how == "config":
+        extra += "load_from = 'zoo:ea_vit_micro.cls_fmnist'\n"
     cfg = tiny_config(tmp_path, tmp_path / "fmnist", name="ea_vit_micro", max_iters=1, extra=extra)
     work = tmp_path / "work"
-    r = run_tool([ROOT / "tools/train.py", cfg, "--work-dir", work, "--pretrained", "ea_vit_micro.cls_fmnist"],
-                 cwd=tmp_path)
+    r = run_tool([ROOT / "tools/train.py", cfg, "--work-dir", work, *flags], cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     state = torch.load(work / "iter_1.pth", map_location="cpu", weights_only=False)["state_dict"]
     bundled = zoo.load("ea_vit_micro.cls_fmnist").state_dict()
     trunk = [k for k in bundled if not k.startswith("head.")]
     assert trunk and all(torch.equal(state[f"classifier.{k}"], bundled[k]) for k in trunk)
     assert state["classifier.head.weight"].shape == (12, 64)
+
+
+def test_zoo_load_from_in_a_config():
+    """load_from='zoo:WEIGHTS' is taken out of the config for the zoo loader; --pretrained wins over it; a .pth
+    load_from stays for the Runner; an empty name is an error that shows the form."""
+    from mmengine.config import Config
+
+    from tasks.common.finetune import weights_to_start_from
+    cfg = Config(dict(load_from="zoo:ea_vit_micro.cls_fmnist"))
+    assert weights_to_start_from(cfg) == "ea_vit_micro.cls_fmnist" and cfg.load_from is None
+    cfg = Config(dict(load_from="zoo:ea_vit_micro.cls_fmnist"))
+    assert weights_to_start_from(cfg, "local-dir:/w") == "local-dir:/w" and cfg.load_from is None
+    cfg = Config(dict(load_from="work/iter_10.pth"))
+    assert weights_to_start_from(cfg) is None and cfg.load_from == "work/iter_10.pth"
+    assert weights_to_start_from(Config(dict())) is None
+    with pytest.raises(ValueError, match="names no weights.*zoo:ea_vit_micro"):
+        weights_to_start_from(Config(dict(load_from="zoo:")))
 
 
 def test_json_out_accepts_numpy_metrics():

@@ -13,7 +13,7 @@ import sys
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # the repo root, for a checkout without install
 
 import tasks.common as common  # noqa: E402  (registers the CPU DDP wrapper, safe loader, progress hook)
-from tasks.common import cli  # noqa: E402
+from tasks.common import cli, finetune  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -23,7 +23,8 @@ def parse_args(argv=None):
                         help="resume training: from the latest checkpoint in the work dir (no value) or from CHECKPOINT")
     parser.add_argument("--pretrained", metavar="WEIGHTS",
                         help="start from zoo weights (a tag, hf-hub:org/name or local-dir:/path), adapted to the "
-                             "config's num_classes, channels and crop where zoo.adapt can; strict otherwise")
+                             "config's num_classes, channels and crop where zoo.adapt can; strict otherwise. "
+                             "A config can say the same with load_from='zoo:WEIGHTS'; this flag replaces it")
     parser.add_argument("--amp", action="store_true",
                         help="mixed precision (float16 with loss scaling on CUDA, bfloat16 autocast on a CPU with "
                              "native bf16; on a CPU without it, a warning and float32: zoo/cpu.py)")
@@ -51,11 +52,11 @@ def build_cfg(args):
 def main(argv=None):
     args = parse_args(argv)
     cfg = build_cfg(args)
+    weights = finetune.weights_to_start_from(cfg, args.pretrained)
     with common.distributed(args.launcher):
         runner = cli.build_runner(cfg)
-        if args.pretrained:  # loaded weights mark the modules initialised: the Runner's init_weights keeps them
-            from tasks.common.evaluate import start_from
-            start_from(runner, args.pretrained)
+        if weights:  # loaded weights mark the modules initialised: the Runner's init_weights keeps them
+            finetune.start_from(runner, weights)
         runner.train()
 
 

@@ -78,7 +78,8 @@ def build_runner(config, weights, work_dir=None, max_samples=None, cfg_options=N
     return runner
 
 
-def _zoo_model(runner, source):
+def zoo_model_of(runner, source):
+    """The zoo model inside ``runner.model`` (DDP and TTA wrappers looked through); ``source`` names what needs it."""
     target = runner.model
     while not hasattr(target, "zoo_model") and hasattr(target, "module"):
         target = target.module
@@ -92,20 +93,7 @@ def load_zoo_weights(runner, model, source="weights"):
     wrappers are looked through); a mismatch is ``zoo.checkpoint``'s ``WeightsMismatchError`` naming the missing,
     unexpected and mis-shaped keys."""
     from zoo import checkpoint
-    checkpoint.load_state_dict(_zoo_model(runner, source), dict(model.state_dict()), source, "zoo model")
-
-
-def start_from(runner, weights):
-    """Start the runner's zoo model from zoo ``weights`` (a tag, ``hf-hub:`` or ``local-dir:``) for fine-tuning:
-    the weights are adapted to the config's model where ``zoo.adapt`` can (a fresh classifier for its
-    ``num_classes``, its channels, its crop) and otherwise must fit it exactly."""
-    import zoo
-    from zoo import adapt, hub
-    target = _zoo_model(runner, weights)
-    zc = target.zoo_config
-    args = hub.effective_args(zc["name"], zc["task"], dict(zc["args"]))
-    wanted = {k: args[k] for k in adapt.adaptable(zc["task"]) if args.get(k) is not None}
-    load_zoo_weights(runner, zoo.load(weights, **wanted), source=f"--pretrained {weights}")
+    checkpoint.load_state_dict(zoo_model_of(runner, source), dict(model.state_dict()), source, "zoo model")
 
 
 def evaluate(config, weights, work_dir=None, max_samples=None, cfg_options=None):
