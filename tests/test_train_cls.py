@@ -321,8 +321,8 @@ def test_train_starts_from_pretrained_weights(tmp_path, how):
     weights (its init_weights keeps them), with a fresh head for the config's 12 classes; at lr 0 the saved trunk
     is the bundled one, bit for bit."""
     write_fmnist(tmp_path / "fmnist")
-    extra = ("model = dict(name='ea_vit_micro', num_classes=12)\noptim_wrapper = dict(optimizer=dict(lr=0.0, weight_decay=0.0))\n"
-             "param_scheduler = None\n")
+    extra = ("model = dict(name='ea_vit_micro', num_classes=12)\n"
+             "optim_wrapper = dict(optimizer=dict(lr=0.0, weight_decay=0.0))\nparam_scheduler = None\n")
     flags = ["--pretrained", "ea_vit_micro.cls_fmnist"] if how == "flag" else []
     if how == "config":
         extra += "load_from = 'zoo:ea_vit_micro.cls_fmnist'\n"
