@@ -145,16 +145,16 @@ def test_make_weights_another_seed_never_replaces_the_published_run():
 
 def test_make_weights_another_recipe_is_a_study_next_to_the_published_run(capsys):
     mw = _make_weights()
-    long = "configs/seg/upernet_{m}-vit-micro-p4_1xb16-6000_fashion-scenes-64x64.py"
-    args = mw.parse_args(["--recipe", f"seg={long}"])
-    study = "work_dirs/recipes/upernet_m-vit-micro-p4_1xb16-6000_fashion-scenes-64x64"
+    short = "configs/seg/upernet_{m}-vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py"
+    args = mw.parse_args(["--recipe", f"seg={short}"])
+    study = "work_dirs/recipes/upernet_m-vit-micro-p4_1xb16-2000_fashion-scenes-64x64"
     assert {k: os.path.relpath(getattr(args, k), ROOT) for k in ("out", "results", "work_root")} == dict(
         out=f"{study}/pretrained", results=f"{study}/results", work_root=study)
-    assert mw._recipe_flags("ea_vit_micro.seg_scenes", args) == f" --recipe seg={long}"
+    assert mw._recipe_flags("ea_vit_micro.seg_scenes", args) == f" --recipe seg={short}"
     assert mw._recipe_flags("ea_vit_micro.cls_fmnist", args) == ""  # other tasks keep the published recipe
-    assert mw.main(["--recipe", f"seg={long}", "--tasks", "seg", "cls", "--mixers", "ea", "--list"]) == 0
+    assert mw.main(["--recipe", f"seg={short}", "--tasks", "seg", "cls", "--mixers", "ea", "--list"]) == 0
     listed = capsys.readouterr().out.split()
-    assert listed == ["ea_vit_micro.seg_scenes", long.format(m="ea"), "ea_vit_micro.cls_fmnist",
+    assert listed == ["ea_vit_micro.seg_scenes", short.format(m="ea"), "ea_vit_micro.cls_fmnist",
                       mw.RECIPES["cls"][1].format(m="ea")]
     with pytest.raises(SystemExit):
         mw.parse_args(["--recipe", "seg=configs/seg/one.py"])  # no {m}: not a recipe for the four mixers

@@ -73,7 +73,7 @@ def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is
     plain = {}
     for m in ("sa", "ea", "effa", "ff"):
         path = mw.RECIPES["seg"][1].format(m=m)
-        assert path == f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py"
+        assert path == f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-6000_fashion-scenes-64x64.py"
         cfg = _cfg(os.path.join(ROOT, path))
         bb = cfg.model.backbone
         assert (bb.name, bb.patch_size, tuple(bb.img_size)) == (f"{m}_vit_micro", 4, (64, 64))
@@ -81,9 +81,9 @@ def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is
         assert bb.init_cfg.get("skip") == (["blocks.*.mixer.*"] if m == "ff" else None)
         assert mw.starts_from(f"{m}_vit_micro.seg_scenes") == f"{m}_vit_micro.cls_fmnist"
         assert cfg.model.neck.scales == [2, 1, 0.5, 0.25] and scratch.model.neck.scales == [4, 2, 1, 0.5]
-        assert (cfg.train_cfg.max_iters, cfg.train_cfg.val_interval, cfg.optim_wrapper.optimizer.lr) == (2000, 250,
+        assert (cfg.train_cfg.max_iters, cfg.train_cfg.val_interval, cfg.optim_wrapper.optimizer.lr) == (6000, 500,
                                                                                                            1e-3)
-        assert cfg.param_scheduler[1].end == 2000 and cfg.default_hooks.checkpoint.interval == 2000
+        assert cfg.param_scheduler[1].end == 6000 and cfg.default_hooks.checkpoint.interval == 6000
         assert cfg.train_dataloader == scratch.train_dataloader  # the data and augmentation are unchanged
         model = cfg.to_dict()["model"]
         model["backbone"] = {k: v for k, v in model["backbone"].items() if k not in ("name", "init_cfg")}
@@ -115,7 +115,7 @@ def test_train_starts_a_segmentor_from_a_seg_tag(tmp_path):
     import sys
 
     import zoo
-    config = os.path.join(ROOT, "configs/seg/upernet_ea-vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py")
+    config = os.path.join(ROOT, "configs/seg/upernet_ea-vit-micro-p4_1xb16-6000_fashion-scenes-64x64.py")
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, os.path.join(ROOT, "tools/train.py"), config, "--work-dir", str(tmp_path),
                         "--pretrained", "ea_vit_micro.seg_scenes", "--cfg-options", "train_cfg.max_iters=1",
@@ -134,7 +134,7 @@ def test_published_cards_name_the_weights_the_trunk_started_from():
 
     from tests.load_tool import load_tool
     publish = load_tool("publish")
-    cfg = _cfg(os.path.join(ROOT, "configs/seg/upernet_ff-vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py"))
+    cfg = _cfg(os.path.join(ROOT, "configs/seg/upernet_ff-vit-micro-p4_1xb16-6000_fashion-scenes-64x64.py"))
     assert publish.trunk_init(cfg) == {"trunk_init": "ff_vit_micro.cls_fmnist, except blocks.*.mixer.*"}
     assert publish.trunk_init(_cfg(os.path.join(ROOT, "configs/seg/upernet_sa-vit-micro_1xb16-1500_fashion-scenes-"
                                                  "64x64.py"))) == {}

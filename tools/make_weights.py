@@ -52,7 +52,7 @@ MIXERS = ("sa", "ea", "effa", "ff")
 # task -> (dataset key of the tag, config path pattern). One recipe per task, the same for all four mixers.
 RECIPES = {
     "cls": ("fmnist", "configs/cls/{m}-vit-micro-p4_1xb128-16e_fmnist-28.py"),
-    "seg": ("scenes", "configs/seg/upernet_{m}-vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py"),
+    "seg": ("scenes", "configs/seg/upernet_{m}-vit-micro-p4_1xb16-6000_fashion-scenes-64x64.py"),
     "pcls": ("shapes", "configs/pcls/pct_{m}-vit-micro_1xb16-15e_shapes-256.py"),
     "pseg": ("shapes", "configs/pseg/pct_{m}-vit-micro_1xb16-40e_shapes-part-256.py"),
     "gen": ("fmnist", "configs/gen/sagan_{m}-vit-micro_1xb32-300it_fmnist-32x32.py"),
@@ -390,7 +390,7 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--recipe", action="append", default=[], metavar="TASK=CONFIG",
                    help="train TASK from another config pattern ({m} = the mixer), e.g. seg=configs/seg/upernet_{m}-"
-                        "vit-micro-p4_1xb16-6000_fashion-scenes-64x64.py: a recipe study next to the published run "
+                        "vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py: a recipe study next to the published run "
                         "(default folders under work_dirs/recipes/<config>)")
     p.add_argument("--jobs", type=int, default=2, help="trainings at once")
     p.add_argument("--threads", type=int, default=1, help="OMP threads per training")

@@ -1,6 +1,7 @@
-# schedule_scenes_p4.py run three times as long: 6000 iterations of batch 16 (9.6 epochs of the 10,000 training
-# scenes), validated every 500. The 2000-iteration curves of all four mixers were still rising at their end (0.3-1.6
-# mIoU over the last 500 iterations), so this asks where they flatten. Everything else is unchanged.
+# The schedule of the bundled `{mixer}_vit_micro.seg_scenes` checkpoints: schedule_scenes_p4.py run three times as
+# long, 6000 iterations of batch 16 (9.6 epochs of the 10,000 training scenes), validated every 500. The
+# 2000-iteration curves of all four mixers were still rising at their end (0.3-1.6 mIoU over the last 500
+# iterations). Everything else is unchanged.
 _base_ = ['./schedule_scenes_p4.py']
 max_iters = 6000
 param_scheduler = [
