@@ -556,7 +556,7 @@ def test_gen_configs_parse_and_name_registered_models():
     import tasks.gen  # noqa: F401
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = sorted(glob.glob(os.path.join(root, "configs/gen/*.py")))
-    assert len(paths) == 16
+    assert len(paths) == 20
     for path in paths:
         cfg = Config.fromfile(path)
         mixer, size = os.path.basename(path).split("_")[1].split("-vit-")
@@ -573,22 +573,22 @@ def test_gen_configs_parse_and_name_registered_models():
             assert model.zoo_model.zoo_config["name"] == cfg.model.name
 
 
-def test_bundled_gan_configs_share_one_fixed_recipe():
-    """The configs of the bundled micro GAN checkpoints: one recipe for all four mixers, a fixed iteration count
-    (deterministic: no time budget), validation on the way, and a test with the standard Inception FID/KID against
-    the whole t10k split from 5,000 fakes, plus FID(fmnist-clf)."""
+@pytest.mark.parametrize("iters", [300, 1200])
+def test_bundled_gan_configs_share_one_fixed_recipe(iters):
+    """The configs of the micro GAN checkpoints (300 iterations, and the same at 1,200): one recipe for all four
+    mixers, a fixed iteration count (deterministic: no time budget), validation on the way, and a test with the
+    standard Inception FID/KID against the whole t10k split from 5,000 fakes, plus FID(fmnist-clf)."""
     import glob
     import os
-    import re
     from mmengine.config import Config
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    paths = sorted(glob.glob(os.path.join(root, "configs/gen/sagan_*-vit-micro_1xb32-*it_fmnist-32x32.py")))
+    paths = sorted(glob.glob(os.path.join(root, f"configs/gen/sagan_*-vit-micro_1xb32-{iters}it_fmnist-32x32.py")))
     assert [os.path.basename(p).split("-vit")[0] for p in paths] == ["sagan_ea", "sagan_effa", "sagan_ff", "sagan_sa"]
     recipes = []
     for path in paths:
         cfg = Config.fromfile(path)
-        iters = int(re.search(r"_1xb32-(\d+)it_", path).group(1))
         assert cfg.train_cfg.max_iters == iters and 0 < cfg.train_cfg.val_interval < iters
+        assert iters % cfg.default_hooks.checkpoint.interval == 0  # the last iteration is saved
         assert cfg.train_dataloader.batch_size == 32
         assert not any(h.get("type") == "TrainTimeBudgetHook" for h in cfg.get("custom_hooks", []))
         assert cfg.randomness.seed == 0
@@ -602,6 +602,20 @@ def test_bundled_gan_configs_share_one_fixed_recipe():
         d["model"] = {k: v for k, v in d["model"].items() if k != "name"}
         recipes.append(d)
     assert all(r == recipes[0] for r in recipes[1:])
+
+
+def test_longer_gan_recipe_changes_only_the_schedule():
+    import os
+    from mmengine.config import Config
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    short, long = (Config.fromfile(os.path.join(root, f"configs/gen/sagan_ea-vit-micro_1xb32-{n}it_fmnist-32x32.py"))
+                   .to_dict() for n in (300, 1200))
+    assert (long.pop("train_cfg"), short.pop("train_cfg")) == (
+        dict(type="IterBasedTrainLoop", max_iters=1200, val_interval=150),
+        dict(type="IterBasedTrainLoop", max_iters=300, val_interval=75))
+    assert long["default_hooks"].pop("checkpoint")["interval"] == 300
+    short["default_hooks"].pop("checkpoint")
+    assert long == short
 
 
 def test_floor_tool_uses_the_metric_cache(tmp_path, monkeypatch):
