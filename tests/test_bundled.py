@@ -233,3 +233,26 @@ def test_make_weights_publishes_float16_and_scores_the_published_folder(tmp_path
     assert rec["checkpoint_metrics"]["metrics"] == checkpoint_test["metrics"]
     assert checkpoint_test["checkpoint"].endswith(".pth")  # the float32 training checkpoint
     assert (res / "curves" / f"{tag}.json").is_file() and not (out / f"{tag}.new").exists()
+
+
+def test_make_weights_checkpoint_test_options_reach_the_float32_test_only(tmp_path, monkeypatch):
+    """``--checkpoint-test-cfg-options`` (e.g. no Inception features for a GAN's float32 checkpoint) is added to the
+    float32 checkpoint's test only; the published folder, whose metrics are the card's, gets the full test."""
+    mw = _make_weights()
+    base = ["--out", str(tmp_path / "p"), "--results", str(tmp_path / "r"), "--work-root", str(tmp_path / "w"),
+            "--test-cfg-options", "model.eval_num_fakes=100"]
+    args = mw.parse_args([*base, "--checkpoint-test-cfg-options", "test_evaluator.0.scores=[]"])
+    commands, published = [], []
+    monkeypatch.setattr(mw, "_last_checkpoint", lambda work_dir: "iter_1200.pth")
+    monkeypatch.setattr(mw, "_run", lambda cmd, log, env: commands.append(cmd))
+    monkeypatch.setattr(mw, "_test_published", lambda tag, config, folder, work_dir, a, log, env: published.append(
+        a.test_cfg_options) or "published_metrics.json")
+    monkeypatch.setattr(mw, "_finish", lambda tag, config, a, staging, card, checkpoint, *rest, **kw: (card,
+                                                                                                 checkpoint))
+    card, checkpoint = mw.package("ea_vit_micro.gen_fmnist", "configs/gen/x.py", args)
+    tests = [c for c in commands if "tools/test.py" in c]
+    assert len(tests) == 1 and tests[0][tests[0].index("--cfg-options") + 1:] == [
+        "model.eval_num_fakes=100", "test_evaluator.0.scores=[]"]
+    assert published == [["model.eval_num_fakes=100"]] and card == "published_metrics.json" != checkpoint
+    with pytest.raises(SystemExit):  # float32: the checkpoint's test is the card's, so it may not be cut down
+        mw.parse_args([*base, "--dtype", "float32", "--checkpoint-test-cfg-options", "test_evaluator.0.scores=[]"])

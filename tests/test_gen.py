@@ -219,6 +219,20 @@ def test_gen_metric_names_keys_after_the_network(monkeypatch):
     assert out["FID_floor(toy)"] == pytest.approx(expected, rel=1e-6) and out["FID_floor(toy)"] > 0
 
 
+def test_gen_metric_without_scores_embeds_and_reports_nothing():
+    """``scores=[]`` (``--cfg-options test_evaluator.0.scores=[]``) drops an evaluator's network from a test."""
+    from tasks.gen import metrics as M
+
+    class Refuses(_MeanFeatures):
+        def forward(self, x):
+            raise AssertionError("the feature network of a metric without scores must not run")
+
+    metric = M.GenMetric(feature_net=Refuses(), scores=[])
+    images = torch.zeros(6, 1, 8, 8)
+    metric.process({}, [dict(real=r, fake=f) for r, f in zip(images, images)])
+    assert len(metric.results) == 6 and metric.compute_metrics(metric.results) == {}
+
+
 def test_metric_quantises_fakes_like_saved_pngs(tmp_path):
     """The features of a fake are those of the PNG that tools/sample.py would write, read back as pytorch-fid does
     (PIL -> u / 255 -> 2x - 1), not those of the float image."""

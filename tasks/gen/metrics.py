@@ -151,7 +151,9 @@ class GenMetric(BaseMetric):
         feature_net: The feature network (see ``tasks.gen.feature_nets.build_feature_net``), e.g. ``'fmnist-clf'``,
             ``'inception-v3'`` or ``dict(type='inception-v3', weights=PATH)``.
         scores: Any of ``FID``, ``KID``, ``IS`` (IS scores the fakes). (Not named ``metrics``: mmengine would take a
-            dict with that key for an ``Evaluator`` config.)
+            dict with that key for an ``Evaluator`` config.) Empty: this evaluator embeds nothing and reports
+            nothing, so ``--cfg-options test_evaluator.0.scores=[]`` drops an expensive network from a config's
+            list of evaluators (``tools/make_weights.py --checkpoint-test-cfg-options`` does so).
         kid_subsets, kid_subset_size: KID subset sampling.
         is_splits: IS splits.
         real_is: Also report the IS of the real images (a reference for the fake IS).
@@ -204,6 +206,9 @@ class GenMetric(BaseMetric):
         """Quantise one batch; embed its fakes now and keep the uint8 reals (embedded once per split, or read from
         the cache, in ``compute_metrics``). One result per sample, so DDP collection keeps the count; each real is
         its own copy (a view would pickle its whole batch when ranks exchange results)."""
+        if not self.scores:  # measures nothing: one placeholder per sample keeps the count
+            self.results.extend([None] * len(data_samples))
+            return
         real = quantize(torch.stack([s["real"] for s in data_samples])).cpu()
         has_fake = [s.get("fake") is not None for s in data_samples]
         fakes = [s["fake"] for s in data_samples if s.get("fake") is not None]
@@ -252,6 +257,8 @@ class GenMetric(BaseMetric):
         return ref
 
     def compute_metrics(self, results):
+        if not self.scores:
+            return {}
         real_u8 = torch.stack([r[0] for r in results])
         fake = [r[1] for r in results if r[1] is not None]
         if len(fake) < 2:
