@@ -254,5 +254,9 @@ def test_make_weights_checkpoint_test_options_reach_the_float32_test_only(tmp_pa
     assert len(tests) == 1 and tests[0][tests[0].index("--cfg-options") + 1:] == [
         "model.eval_num_fakes=100", "test_evaluator.0.scores=[]"]
     assert published == [["model.eval_num_fakes=100"]] and card == "published_metrics.json" != checkpoint
+    # the record's command says how its metrics were measured
+    assert mw._test_flags(args) == (" --test-cfg-options model.eval_num_fakes=100"
+                                    " --checkpoint-test-cfg-options 'test_evaluator.0.scores=[]'")
+    assert mw._test_flags(mw.parse_args(base[:-2])) == ""
     with pytest.raises(SystemExit):  # float32: the checkpoint's test is the card's, so it may not be cut down
         mw.parse_args([*base, "--dtype", "float32", "--checkpoint-test-cfg-options", "test_evaluator.0.scores=[]"])

@@ -38,6 +38,7 @@ import glob
 import json
 import os
 import os.path as osp
+import shlex
 import shutil
 import subprocess
 import sys
@@ -84,6 +85,12 @@ def _recipe_flags(tag, args):
     """The ``--recipe`` flag that reproduces ``tag``'s run, if its task's recipe was replaced."""
     task = parse_tag(tag).task
     return f" --recipe {task}={args.recipe[task]}" if task in args.recipe else ""
+
+
+def _test_flags(args):
+    """The test options that change what the record's metrics measured (for its ``command``)."""
+    return "".join(f" --{name.replace('_', '-')} {' '.join(shlex.quote(o) for o in getattr(args, name))}"
+                   for name in ("test_cfg_options", "checkpoint_test_cfg_options") if getattr(args, name))
 
 
 def _run(cmd, log, env):
@@ -312,7 +319,8 @@ def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, 
     record = dict(tag=tag, config=config, **trained_with, train_seconds=train_s,
                   checkpoint=ckpt if keep_curve else osp.join(_in_repo(args.work_root), tag, osp.basename(ckpt)),
                   metrics=metrics, **measured,
-                  command=f"python tools/make_weights.py --tags {tag} --seed {args.seed}{_recipe_flags(tag, args)}")
+                  command=f"python tools/make_weights.py --tags {tag} --seed {args.seed}{_recipe_flags(tag, args)}"
+                          f"{_test_flags(args)}")
     records = [("metrics", record)] + ([] if keep_curve else [("curves", _curve(work_dir))])
     for sub, payload in records:
         os.makedirs(osp.join(args.results, sub), exist_ok=True)
