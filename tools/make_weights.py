@@ -18,8 +18,9 @@ The folder stores the weights in float16 (``--dtype``; loading casts them back t
 the model only (a GAN's EMA generator): 20 folders in about 20 MB instead of 61. Rounding changes the model, so step
 2 is repeated on the folder as written and its card carries those metrics; ``results/metrics/<tag>.json`` keeps the
 float32 checkpoint's as ``checkpoint_metrics``. ``--repack`` rewrites float32 folders this way without retraining.
-``--checkpoint-test-cfg-options`` makes that float32 test cheaper (a GAN's Inception features of 5,000 samples take
-about 50 minutes of one AVX2 core): ``test_evaluator.0.scores=[]`` keeps only the Fashion-MNIST classifier's scores.
+``--checkpoint-test-cfg-options`` makes that float32 test cheaper (a GAN's standard test, Inception features of 5,000
+samples, took 29-30 minutes per job on the 2-core AVX2 EPYC): ``test_evaluator.0.scores=[]`` keeps only the
+Fashion-MNIST classifier's scores.
 
 ``--package-only`` redoes steps 3-4 from the finished trainings in the work dirs (after a change to the card or
 the config.json layout), without training again (and without testing again when the test metrics exist).
@@ -91,6 +92,11 @@ def _test_flags(args):
     """The test options that change what the record's metrics measured (for its ``command``)."""
     return "".join(f" --{name.replace('_', '-')} {' '.join(shlex.quote(o) for o in getattr(args, name))}"
                    for name in ("test_cfg_options", "checkpoint_test_cfg_options") if getattr(args, name))
+
+
+def _cfg_options(options):
+    """``tools/test.py`` arguments for a list of ``K=V`` config overrides (none for an empty list)."""
+    return ["--cfg-options", *options] if options else []
 
 
 def _run(cmd, log, env):
@@ -176,10 +182,9 @@ def _test_published(tag, config, folder, work_dir, args, log, env):
         with open(path) as f:
             if json.load(f).get("sha256") == sha:
                 return path
-    test_options = ["--cfg-options", *args.test_cfg_options] if args.test_cfg_options else []
     raw = osp.join(work_dir, "published_metrics.raw.json")
     _run([sys.executable, "tools/test.py", config, "--pretrained", f"local-dir:{osp.abspath(folder)}", "--work-dir",
-          osp.join(work_dir, "test_published"), "--json-out", raw, *test_options], log, env)
+          osp.join(work_dir, "test_published"), "--json-out", raw, *_cfg_options(args.test_cfg_options)], log, env)
     with open(raw) as f:
         measured = json.load(f)
     with open(path, "w") as f:
@@ -199,10 +204,8 @@ def package(tag, config, args, train_s=None):
     ckpt = _last_checkpoint(work_dir)
     metrics_path = osp.join(work_dir, "test_metrics.json")
     if not args.package_only or not osp.isfile(metrics_path):
-        options = [*args.test_cfg_options, *args.checkpoint_test_cfg_options]
-        test_options = ["--cfg-options", *options] if options else []
         _run([py, "tools/test.py", config, ckpt, "--work-dir", osp.join(work_dir, "test"), "--json-out",
-              metrics_path, *test_options], log, env)
+              metrics_path, *_cfg_options([*args.test_cfg_options, *args.checkpoint_test_cfg_options])], log, env)
     out = osp.join(args.out, tag)
     staging = out + ".new"
     shutil.rmtree(staging, ignore_errors=True)
@@ -420,7 +423,7 @@ def parse_args(argv=None):
     p.add_argument("--checkpoint-test-cfg-options", nargs="+", default=[], metavar="K=V",
                    help="passed to the float32 checkpoint's tools/test.py only (its metrics are the record's "
                         "checkpoint_metrics; the card's are always the published folder's full test), e.g. "
-                        "test_evaluator.0.scores=[] to skip a GAN's Inception-v3 features there (about 50 minutes of "
+                        "test_evaluator.0.scores=[] to skip a GAN's Inception-v3 features there (29-30 minutes of "
                         "one AVX2 core for 5,000 samples)")
     p.add_argument("--dtype", default="float16", choices=("float32", "float16", "bfloat16"),
                    help="precision of the published weights (float16 keeps the 20 folders within 25 MB; the card's "

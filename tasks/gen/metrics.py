@@ -171,9 +171,9 @@ class GenMetric(BaseMetric):
         bad = set(scores) - {"FID", "KID", "IS"}
         if bad:
             raise ValueError(f"GenMetric: unknown scores {sorted(bad)}; choose from FID, KID, IS")
-        self.net = build_feature_net(feature_net)
-        self.net_name = self.net.name
         self.scores = tuple(scores)
+        self.net = build_feature_net(feature_net) if self.scores else None  # no scores: nothing to embed
+        self.net_name = getattr(self.net, "name", None)
         self.kid_subsets, self.kid_subset_size, self.is_splits, self.real_is = (kid_subsets, kid_subset_size,
                                                                                  is_splits, real_is)
         self.floor, self.embed_batch_size = floor, int(embed_batch_size)
