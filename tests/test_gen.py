@@ -632,6 +632,23 @@ def test_longer_gan_recipe_changes_only_the_schedule():
     assert long == short
 
 
+def test_bundled_gans_come_from_the_1200_iteration_recipe():
+    """``make weights`` trains the GANs with the 1,200-iteration recipe, and the bundled folders say so (the
+    300-iteration runs are kept as an ablation in results/gen_ablation/300it/)."""
+    import json
+    import os
+    from tests.load_tool import load_tool
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    recipe = load_tool("make_weights").RECIPES["gen"]
+    assert recipe == ("fmnist", "configs/gen/sagan_{m}-vit-micro_1xb32-1200it_fmnist-32x32.py")
+    for m in ("sa", "ea", "effa", "ff"):
+        tag = f"{m}_vit_micro.gen_fmnist"
+        with open(os.path.join(root, "results", "metrics", f"{tag}.json")) as f:
+            assert json.load(f)["config"] == recipe[1].format(m=m)
+        with open(os.path.join(root, "results", "gen_ablation", "300it", "metrics", f"{tag}.json")) as f:
+            assert json.load(f)["config"] == recipe[1].format(m=m).replace("1200it", "300it")
+
+
 def test_floor_tool_uses_the_metric_cache(tmp_path, monkeypatch):
     """tasks.gen.floor caches the split's features under the key the metric computes from the loader's images, and
     reports the FID of the two halves."""
