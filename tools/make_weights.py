@@ -19,8 +19,8 @@ the model only (a GAN's EMA generator): 20 folders in about 20 MB instead of 61.
 2 is repeated on the folder as written and its card carries those metrics; ``results/metrics/<tag>.json`` keeps the
 float32 checkpoint's as ``checkpoint_metrics``. ``--repack`` rewrites float32 folders this way without retraining.
 ``--checkpoint-test-cfg-options`` makes that float32 test cheaper (a GAN's standard test, Inception features of 5,000
-samples, took 29-30 minutes per job on the 2-core AVX2 EPYC): ``test_evaluator.0.scores=[]`` keeps only the
-Fashion-MNIST classifier's scores.
+samples, took 20-30 minutes per job on the 2-core AVX2 EPYC, docs/weights.md): ``test_evaluator.0.scores=[]`` keeps
+only the Fashion-MNIST classifier's scores.
 
 ``--package-only`` redoes steps 3-4 from the finished trainings in the work dirs (after a change to the card or
 the config.json layout), without training again (and without testing again when the test metrics exist).
@@ -423,7 +423,7 @@ def parse_args(argv=None):
     p.add_argument("--checkpoint-test-cfg-options", nargs="+", default=[], metavar="K=V",
                    help="passed to the float32 checkpoint's tools/test.py only (its metrics are the record's "
                         "checkpoint_metrics; the card's are always the published folder's full test), e.g. "
-                        "test_evaluator.0.scores=[] to skip a GAN's Inception-v3 features there (29-30 minutes of "
+                        "test_evaluator.0.scores=[] to skip a GAN's Inception-v3 features there (20-30 minutes of "
                         "one AVX2 core for 5,000 samples)")
     p.add_argument("--dtype", default="float16", choices=("float32", "float16", "bfloat16"),
                    help="precision of the published weights (float16 keeps the 20 folders within 25 MB; the card's "
