@@ -39,12 +39,14 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   step with mmseg's head losses on full-resolution logits instead of ``zoo.heads.seg_loss``, and ``train-cp``,
   the step with gradient checkpointing of the trunk blocks, ``set_grad_checkpointing``). Each (head, size, mixer,
   mode) runs in a fresh process; its peak memory is the growth of the peak RSS during the first call
-  (``zoo.cpu.PeakMemory``), and the time is measured after that call. Rows whose time or memory, extrapolated from the smaller sizes of the same
-  row, exceed ``--seg-max-seconds`` or the available memory are skipped with the estimate printed.
+  (``zoo.cpu.PeakMemory``), and the time is measured after that call. Rows whose time or memory, extrapolated
+  from the smaller sizes of the same row, exceed ``--seg-max-seconds`` or the available memory are skipped with the
+  estimate printed.
 - **linear** (``--only linear``): the classifiers with oneDNN's fused linear (``zoo.layers.linear``, the CPU
   inference fast path) and with it switched off (``F.linear``), interleaved round by round in one process.
 - **gemm** (``--only gemm``): a classifier's forward (default ``sa_vit_base``) against its own GEMMs timed alone
-  at their exact shapes through the same linear: the share of the GEMM rate the whole forward reaches.
+  at their exact shapes through the same linear, interleaved round by round: the share of the GEMM rate the whole
+  forward reaches.
 - **seg resize** (``--only seg-resize``): the light head's image -> label map at ``--seg-heads-res`` three ways,
   interleaved in one process: mmseg's (150-class logits resized in NCHW layout, then the argmax), ``predict`` with
   the resize in channels-last layout, and ``predict`` without the full-size logits (``zoo.layers.resize_argmax``),
@@ -487,8 +489,9 @@ def bench_gemm(args):
     Each distinct GEMM of the forward (``gemm_shapes``) is timed alone through the linear the model itself uses here
     (oneDNN's or ``F.linear``, ``zoo.layers.linear``), the times are summed with their counts, and the sum is divided
     by the whole forward's time: 1.0 would mean everything but the GEMMs is free. The rest is attention (SDPA),
-    LayerNorm, GELU, residual adds, reshapes and Python."""
-    from torch.utils import benchmark
+    LayerNorm, GELU, residual adds, reshapes and Python. The forward and its GEMMs are timed in ``--repeats``
+    interleaved rounds (a change of load on a shared machine hits both alike; one pass of each swung the ratio from
+    0.68 to 1.11 on an AVX-512 EPYC); the table gives the ratio of the medians and the median per-round ratio."""
     import zoo
     import zoo.layers.linear as L
     rows = []
@@ -498,23 +501,24 @@ def bench_gemm(args):
         x = torch.randn(args.batch, 3, args.img_size, args.img_size)
         shapes = gemm_shapes(m, x)
         fused = L._ONEDNN_LINEAR is not None
+        linear = L.onednn_linear if fused else torch.nn.functional.linear
+        gemms, flops = [], 0
+        for (mm, k, n, bias), count in sorted(shapes.items()):
+            gemms.append((count, torch.randn(mm, k), torch.randn(n, k), torch.randn(n) if bias else None))
+            flops += count * 2 * mm * k * n
+        t_models, t_gemms = [], []
         with torch.inference_mode():
-            t_model = benchmark.Timer("m(x)", globals=dict(m=m, x=x), num_threads=args.threads).blocked_autorange(
-                min_run_time=args.min_run_time).median
-            gemm_s, flops = 0.0, 0
-            for (mm, k, n, bias), count in sorted(shapes.items()):
-                a, w = torch.randn(mm, k), torch.randn(n, k)
-                b = torch.randn(n) if bias else None
-                stmt = "L.onednn_linear(a, w, b)" if fused else "F.linear(a, w, b)"
-                t = benchmark.Timer(stmt, globals=dict(L=L, F=torch.nn.functional, a=a, w=w, b=b),
-                                    num_threads=args.threads).blocked_autorange(min_run_time=args.min_run_time / 4)
-                gemm_s += count * t.median
-                flops += count * 2 * mm * k * n
+            for _ in range(args.repeats):
+                t_models.append(timer_median(lambda: m(x), args.min_run_time)[0])
+                t_gemms.append(sum(count * timer_median(lambda: linear(a, w, b), args.min_run_time / 4)[0]
+                                   for count, a, w, b in gemms))
+        t_model, gemm_s = statistics.median(t_models), statistics.median(t_gemms)
         row = dict(model=name, batch=args.batch, img_size=args.img_size,
                    linear="oneDNN" if fused else "F.linear", gemms=sum(shapes.values()), shapes=len(shapes),
-                   model_ms=t_model * 1e3, gemms_alone_ms=gemm_s * 1e3, gemm_gflops=flops / gemm_s / 1e9,
-                   model_gflops=flops / t_model / 1e9)
+                   rounds=args.repeats, model_ms=t_model * 1e3, gemms_alone_ms=gemm_s * 1e3,
+                   gemm_gflops=flops / gemm_s / 1e9, model_gflops=flops / t_model / 1e9)
         row["model / GEMM rate"] = gemm_s / t_model
+        row["per-round ratio (median)"] = statistics.median(g / t for g, t in zip(t_gemms, t_models))
         rows.append(row)
         print(f"  {name:16s} forward {row['model_ms']:8.1f} ms, its {row['gemms']} GEMMs alone "
               f"{row['gemms_alone_ms']:8.1f} ms ({row['gemm_gflops']:.1f} GFLOP/s): "
