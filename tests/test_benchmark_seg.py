@@ -211,7 +211,6 @@ def test_gemm_shapes_of_a_micro_vit_by_hand(bench):
 def test_gemm_section_reports_a_share(bench):
     args = bench.parse_args(["--only", "gemm", "--models", "sa_vit_micro", "--batch", "2", "--img-size", "32",
                              "--min-run-time", "0.02", "--repeats", "3"])
-    args.threads = 1  # main() sets it from torch
     row, = bench.bench_gemm(args)
     assert row["model"] == "sa_vit_micro" and row["gemms"] == 1 + 4 * 4 + 1 and row["shapes"] == 6
     assert row["rounds"] == 3 and row["per-round ratio (median)"] > 0
