@@ -208,6 +208,17 @@ def test_gemm_shapes_of_a_micro_vit_by_hand(bench):
     assert not any(mod._forward_hooks for mod in m.modules())  # the recording hooks are gone
 
 
+def test_attention_products_of_a_micro_vit_by_hand(bench):
+    """sa_vit_micro at 28 px, batch 2: 4 blocks, each one attention of 2 heads of width 64 / 2 = 32 over 50 tokens
+    per image; the ea mixer has no softmax attention to record."""
+    import zoo
+    m = zoo.load("sa_vit_micro", num_classes=10, img_size=28, in_chans=1, patch_size=4).eval()
+    assert bench.attention_products(m, torch.randn(2, 1, 28, 28)) == {(2 * 2, 50, 32): 4}
+    assert not any(mod._forward_pre_hooks for mod in m.modules())
+    ea = zoo.load("ea_vit_micro", num_classes=10, img_size=28, in_chans=1, patch_size=4).eval()
+    assert bench.attention_products(ea, torch.randn(2, 1, 28, 28)) == {}
+
+
 def test_gemm_section_reports_a_share(bench):
     args = bench.parse_args(["--only", "gemm", "--models", "sa_vit_micro", "--batch", "2", "--img-size", "32",
                              "--min-run-time", "0.02", "--repeats", "3"])
@@ -216,3 +227,6 @@ def test_gemm_section_reports_a_share(bench):
     assert row["rounds"] == 3 and row["per-round ratio (median)"] > 0
     assert 0 < row["model / GEMM rate"] and row["gemm_gflops"] > 0
     assert abs(row["model / GEMM rate"] - row["gemms_alone_ms"] / row["model_ms"]) < 1e-9
+    assert row["attentions"] == 4 and row["attn_products_alone_ms"] > 0
+    with_attn = (row["gemms_alone_ms"] + row["attn_products_alone_ms"]) / row["model_ms"]
+    assert abs(row["with attention products"] - with_attn) < 1e-9 and with_attn > row["model / GEMM rate"]
