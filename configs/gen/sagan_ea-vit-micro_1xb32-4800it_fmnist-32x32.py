@@ -1,0 +1,3 @@
+# The micro GAN recipe at 4,800 iterations (see the base file) for ea.
+_base_ = ['./_base_/sagan_vit-micro_1xb32-4800it_fmnist-32x32.py']
+model = dict(name='ea_vit_micro')
