@@ -453,6 +453,16 @@ def bench_linear(args):
 
 
 # -- GEMM share ------------------------------------------------------------------------------------------------------
+def _trial_forward(model, x, handles):
+    """One inference forward of ``model`` on ``x`` for the recording ``handles``' hooks, which are removed after it."""
+    try:
+        with torch.inference_mode():
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+
+
 def gemm_shapes(model, x):
     """``{(M, K, N, bias): count}`` of the matrix products of one forward of ``model`` on ``x``: every
     ``nn.Linear`` call (recorded by forward hooks on a copy-free trial run; the hooks are removed before timing, as
@@ -474,12 +484,7 @@ def gemm_shapes(model, x):
             handles.append(mod.register_forward_hook(record))
         elif isinstance(mod, torch.nn.Conv2d) and mod.kernel_size == mod.stride and mod.groups == 1:
             handles.append(mod.register_forward_hook(record_conv))
-    try:
-        with torch.inference_mode():
-            model(x)
-    finally:
-        for h in handles:
-            h.remove()
+    _trial_forward(model, x, handles)
     return shapes
 
 
@@ -499,12 +504,7 @@ def attention_products(model, x):
     for mod in model.modules():
         if isinstance(mod, SelfAttention):
             handles.append(mod.register_forward_pre_hook(record))
-    try:
-        with torch.inference_mode():
-            model(x)
-    finally:
-        for h in handles:
-            h.remove()
+    _trial_forward(model, x, handles)
     return shapes
 
 
