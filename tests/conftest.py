@@ -18,3 +18,13 @@ torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def one_thread():
+    """Run the test on one thread (restored after): records of scores were measured that way, and GEMM reductions
+    then match them bit for bit on the same CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -35,14 +35,6 @@ def _make_weights():
     return load_tool("make_weights")
 
 
-@pytest.fixture
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the records were measured with one thread: GEMM reductions then match bit for bit
-    yield
-    torch.set_num_threads(threads)
-
-
 def _score(tag, max_samples=None, tmp_path=None):
     from tasks.common.evaluate import SLICE_OPTIONS, config_of, evaluate
     task = pretrained.parse_tag(tag).task
