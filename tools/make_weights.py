@@ -59,7 +59,7 @@ RECIPES = {
     "seg": ("scenes", "configs/seg/upernet_{m}-vit-micro-p4_1xb16-6000_fashion-scenes-64x64.py"),
     "pcls": ("shapes", "configs/pcls/pct_{m}-vit-micro_1xb16-15e_shapes-256.py"),
     "pseg": ("shapes", "configs/pseg/pct_{m}-vit-micro_1xb16-40e_shapes-part-256.py"),
-    "gen": ("fmnist", "configs/gen/sagan_{m}-vit-micro_1xb32-1200it_fmnist-32x32.py"),
+    "gen": ("fmnist", "configs/gen/sagan_{m}-vit-micro_1xb32-4800it_fmnist-32x32.py"),
 }
 
 
