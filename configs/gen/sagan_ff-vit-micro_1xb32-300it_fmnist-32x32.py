@@ -1,3 +1,3 @@
-# The bundled checkpoint ff_vit_micro.gen_fmnist: the shared micro GAN recipe (see the base file) for ff.
+# The micro GAN recipe at 300 iterations (see the base file) for ff.
 _base_ = ['./_base_/sagan_vit-micro_1xb32-300it_fmnist-32x32.py']
 model = dict(name='ff_vit_micro')
