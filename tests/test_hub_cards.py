@@ -141,6 +141,17 @@ def test_metric_types_of_the_gan_scores():
     assert {k: cards.metric_type(k) for k in expected} == expected
 
 
+def test_card_states_the_training_length_and_trunk_start():
+    """An iteration loop leaves mmengine's epoch counter at 0: the card gives the iterations, not "epoch: 0"."""
+    assert cards._training_lines({"epoch": 0, "iter": 4800}) == ["- Trained for: 4,800 iterations"]
+    assert cards._training_lines({"epoch": 16, "iter": 6880}) == ["- Trained for: 16 epochs (6,880 iterations)"]
+    lines = cards._training_lines({"epoch": 0, "iter": 6000,
+                                   "trunk_init": "ff_vit_micro.cls_fmnist, except blocks.*.mixer.*, pos_embed"})
+    assert lines == ["- Trained for: 6,000 iterations",
+                     "- Trunk initialised from: `ff_vit_micro.cls_fmnist`, except `blocks.*.mixer.*`, `pos_embed`"]
+    assert cards._training_lines({}) == []
+
+
 def test_curve_of_an_iteration_loop_logged_by_epoch_takes_the_iteration():
     """GAN logs of the bundled runs carry step 0 on their validations; the curve uses the iteration logged before."""
     mc = _tool()

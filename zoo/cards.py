@@ -163,8 +163,7 @@ def model_card(cfg):
         out.append(f"- Recipe: `{cfg['training_config']}` (mmengine config; `tools/train.py "
                    f"{cfg['training_config']}` reproduces it)." if cfg.get("training_config") else
                    "- Recipe: not recorded.")
-    for key, value in (cfg.get("training") or {}).items():
-        out.append(f"- {key}: {value}")
+    out += _training_lines(cfg.get("training") or {})
     out += ["", "## Evaluation", ""]
     if upstream.get("metrics_source"):
         out += [f"The numbers below are {upstream['metrics_source']}.", ""]
@@ -333,3 +332,23 @@ def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"
                    f"| {e.metrics_source} | {params} | `{(e.sha256 or '?')[:12]}` | {hub_ref} | {command} |")
     out.append("")
     return "\n".join(out)
+
+
+def _training_lines(training):
+    """The card's lines for the ``training`` block of a config.json: its length (mmengine's epoch and iteration
+    counters; an iteration-based loop leaves the epoch counter at 0) and where the trunk started."""
+    training = dict(training)
+    epoch, it = training.pop("epoch", None), training.pop("iter", None)
+    out = []
+    if epoch:
+        out.append(f"- Trained for: {epoch:,} epochs" + (f" ({it:,} iterations)" if it else ""))
+    elif it:
+        out.append(f"- Trained for: {it:,} iterations")
+    init = training.pop("trunk_init", None)
+    if init:  # "TAG" or "TAG, except PATTERN, PATTERN" (keys left at their fresh initialisation)
+        source, _, skip = str(init).partition(", except ")
+        skipped = ", ".join(f"`{k}`" for k in skip.split(", ")) if skip else ""
+        out.append(f"- Trunk initialised from: `{source}`" + (f", except {skipped}" if skipped else ""))
+    out += [f"- {key}: {value}" for key, value in training.items()]
+    return out
+
