@@ -54,10 +54,14 @@ def main(argv=None):
     cfg = build_cfg(args)
     weights = finetune.weights_to_start_from(cfg, args.pretrained)
     with common.distributed(args.launcher):
-        runner = cli.build_runner(cfg)
-        if weights:  # loaded weights mark the modules initialised: the Runner's init_weights keeps them
-            finetune.start_from(runner, weights)
-        runner.train()
+        _train(cfg, weights)  # the Runner is unreferenced when the block closes the process group
+
+
+def _train(cfg, weights):
+    runner = cli.build_runner(cfg)
+    if weights:  # loaded weights mark the modules initialised: the Runner's init_weights keeps them
+        finetune.start_from(runner, weights)
+    runner.train()
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ CPU module. The fix: create the gloo process group ourselves before the Runner (
 ``init_dist``), and wrap the model with ``ZooDistributedDataParallel``, which drops ``device_ids`` without CUDA.
 On a GPU machine both fall through to mmengine's usual NCCL path.
 """
+import gc
 import os
 import warnings
 from contextlib import contextmanager
@@ -52,9 +53,15 @@ def distributed(launcher, timeout_s=1800):
     """``init_distributed`` for the length of a ``with`` block; the process group is destroyed when it ends.
 
     A gloo group left alive until interpreter exit can abort the process at teardown ("terminate called without
-    an active exception", seen once in CI on rank 0 after a finished torchrun job), so the tools close the group
+    an active exception", seen twice in CI on rank 0 after a finished torchrun job), so the tools close the group
     themselves when it was created inside the block (by this function on CPU, by mmengine's ``init_dist`` on
     CUDA). A group that existed before the block is the caller's and stays.
+
+    ``destroy_process_group`` alone is not enough: each DDP wrapper's reducer holds the group too, and mmengine's
+    Runner sits in reference cycles, so the wrappers (and with them the gloo group and its worker threads) lived
+    on until interpreter finalisation, where tearing them down can abort. The block therefore collects garbage
+    before it destroys the group; the code inside must not keep the Runner referenced past the block (build and
+    run it in a function called inside it, as ``tools/train.py`` does).
 
     Args:
         launcher: As for ``init_distributed``.
@@ -66,6 +73,7 @@ def distributed(launcher, timeout_s=1800):
         yield
     finally:
         if not existed and dist.is_available() and dist.is_initialized():
+            gc.collect()  # free the DDP wrappers (and their hold on the group) while the interpreter is whole
             dist.destroy_process_group()
 
 
