@@ -146,9 +146,12 @@ def test_card_states_the_training_length_and_trunk_start():
     assert cards._training_lines({"epoch": 0, "iter": 4800}) == ["- Trained for: 4,800 iterations"]
     assert cards._training_lines({"epoch": 16, "iter": 6880}) == ["- Trained for: 16 epochs (6,880 iterations)"]
     lines = cards._training_lines({"epoch": 0, "iter": 6000,
-                                   "trunk_init": "ff_vit_micro.cls_fmnist, except blocks.*.mixer.*, pos_embed"})
+                                   "trunk_init": {"source": "ff_vit_micro.cls_fmnist",
+                                                  "skip": ["blocks.*.mixer.*", "pos_embed"]}})
     assert lines == ["- Trained for: 6,000 iterations",
                      "- Trunk initialised from: `ff_vit_micro.cls_fmnist`, except `blocks.*.mixer.*`, `pos_embed`"]
+    assert cards._training_lines({"trunk_init": {"source": "sa_vit_micro.cls_fmnist"}}) == [
+        "- Trunk initialised from: `sa_vit_micro.cls_fmnist`"]
     assert cards._training_lines({}) == []
 
 

@@ -135,7 +135,9 @@ def test_published_cards_name_the_weights_the_trunk_started_from():
     from tests.load_tool import load_tool
     publish = load_tool("publish")
     cfg = _cfg(os.path.join(ROOT, "configs/seg/upernet_ff-vit-micro-p4_1xb16-6000_fashion-scenes-64x64.py"))
-    assert publish.trunk_init(cfg) == {"trunk_init": "ff_vit_micro.cls_fmnist, except blocks.*.mixer.*"}
+    assert publish.trunk_init(cfg) == {"trunk_init": {"source": "ff_vit_micro.cls_fmnist", "skip": ["blocks.*.mixer.*"]}}
+    sa = _cfg(os.path.join(ROOT, "configs/seg/upernet_sa-vit-micro-p4_1xb16-6000_fashion-scenes-64x64.py"))
+    assert publish.trunk_init(sa) == {"trunk_init": {"source": "sa_vit_micro.cls_fmnist"}}
     assert publish.trunk_init(_cfg(os.path.join(ROOT, "configs/seg/upernet_sa-vit-micro_1xb16-1500_fashion-scenes-"
                                                  "64x64.py"))) == {}
     assert publish.trunk_init(Config(dict(model=dict(name="ea_vit_micro")))) == {}

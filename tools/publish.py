@@ -212,17 +212,18 @@ def republish(args):
 
 
 def trunk_init(cfg):
-    """``{"trunk_init": ...}`` when the config starts its trunk from other weights (an mmseg-style
-    ``backbone.init_cfg``): the pretrained tag or file it names, and the keys it skips. Empty otherwise (trained
-    from scratch). ``tools/make_weights.py`` records the sha256 of the weights a run actually started from."""
+    """``{"trunk_init": {"source": ..., "skip": [...]}}`` when the config starts its trunk from other weights (an
+    mmseg-style ``backbone.init_cfg``): the pretrained tag or file it names, and the key patterns it leaves at their
+    fresh initialisation (``skip``, present only when some are). Empty otherwise (trained from scratch).
+    ``tools/make_weights.py`` records the sha256 of the weights a run actually started from."""
     init = ((cfg.get("model") or {}).get("backbone") or {}).get("init_cfg") or {}
     source = init.get("checkpoint") if isinstance(init, dict) else None
     if not source:
         return {}
-    source = str(source)
+    out = {"source": str(source)}
     if init.get("skip"):
-        source += f", except {', '.join(init['skip'])}"
-    return {"trunk_init": source}
+        out["skip"] = [str(k) for k in init["skip"]]
+    return {"trunk_init": out}
 
 
 def main(argv=None):

@@ -345,10 +345,9 @@ def _training_lines(training):
     elif it:
         out.append(f"- Trained for: {it:,} iterations")
     init = training.pop("trunk_init", None)
-    if init:  # "TAG" or "TAG, except PATTERN, PATTERN" (keys left at their fresh initialisation)
-        source, _, skip = str(init).partition(", except ")
-        skipped = ", ".join(f"`{k}`" for k in skip.split(", ")) if skip else ""
-        out.append(f"- Trunk initialised from: `{source}`" + (f", except {skipped}" if skipped else ""))
+    if init:  # {"source": TAG or file, "skip": [key patterns left at their fresh initialisation]}
+        skipped = ", ".join(f"`{k}`" for k in init.get("skip") or [])
+        out.append(f"- Trunk initialised from: `{init['source']}`" + (f", except {skipped}" if skipped else ""))
     out += [f"- {key}: {value}" for key, value in training.items()]
     return out
 
