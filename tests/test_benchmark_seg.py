@@ -172,6 +172,29 @@ def test_seg_rounds_section_interleaves_the_mixers(bench, monkeypatch):
     by = {r["mixer"]: r for r in rows}
     assert set(by) == {"sa", "effa"} and by["sa"]["x_sa"] == 1 and len(by["effa"]["times"]) == 2
     assert by["effa"]["x_sa"] > 0 and by["effa"]["infer_s"] > 0
+    assert by["effa"]["x_sa_flops"] == pytest.approx(by["sa"]["gflop"] / by["effa"]["gflop"], abs=0.01)
+    assert by["sa"]["gflop"] > 0 and by["sa"]["x_sa_flops"] == 1
+
+
+def test_seg_gflop_of_micro_segmentors_by_hand(bench):
+    """sa and ea light-head micro segmentors at 64 px, patch 16: 16 patches + the class token = 17 tokens of width
+    64, 4 blocks, MLP 256. Their patch embedding, neck and head are the same, so the difference of the counts is the
+    mixers' products alone, written out from the papers' layouts (not read from the code under test):
+    sa: qkv (C -> 3C), the two attention products over N tokens (2 N^2 C multiply-adds in all), proj (C -> C);
+    ea with 2 heads x 4 (expansion) = 8 heads of width 32 and S = 64 slots: trans_dims folded with M_k into one
+    C -> 8*64 product, M_v folded with proj into one 8*64 -> C product, and the folding itself (8 products of
+    (64 x 32)(32 x 64) for M_k, (64*8 x 32)(32 x 64) for M_v, (8 x 32)(32 x 64) for the logits' bias)."""
+    import zoo
+    N, C, depth, H, S, d = 17, 64, 4, 8, 64, 32
+    counts = {}
+    for mixer in ("sa", "ea"):
+        model = zoo.load(f"{mixer}_vit_micro", task="seg", num_classes=11, img_size=64, decode_head="segformer")
+        counts[mixer] = bench.seg_gflop(model.eval(), 64) * 1e9
+        assert next(model.parameters()).device.type == "cpu"  # counted on a meta copy, the model stays
+    sa = 2 * N * C * 3 * C + 2 * 2 * N * N * C + 2 * N * C * C
+    ea = 2 * N * C * H * S + 2 * N * H * S * C + 2 * H * S * d * C + 2 * C * H * d * S + 2 * H * d * S
+    assert counts["sa"] - counts["ea"] == pytest.approx(depth * (sa - ea), rel=1e-3)
+    assert counts["sa"] > 2 * N * C * 4 * C * 2 * depth  # and at least the MLPs (the rest is embedding and head)
 
 
 def test_seg_modes_option(bench, capsys):

@@ -56,7 +56,8 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   in one process, with the number of pixels whose label differs.
 - **seg rounds** (``--only seg-rounds``): the light head's image -> label map of every mixer in one process, the
   mixers interleaved round by round: medians and the ratio to ``sa`` (steadier than ``--only seg``'s one timed call
-  per fresh process on a shared machine).
+  per fresh process on a shared machine), next to each model's GFLOP (counted on the meta device) and ``sa``'s
+  GFLOP over the mixer's: the ratio the times would have if every product ran at the same rate.
 - **head paths** (``--only head-paths``): the same, with the light head's inference paths (the trunk's maps as
   channels-last views, the fusion conv before the resize: ``zoo.heads.light_head``) against mmseg's
   (``SegformerHead.forward`` on contiguous NCHW maps).
@@ -870,15 +871,34 @@ def _predict_ab(args, modes, section):
     return rows
 
 
+def seg_gflop(model, size):
+    """GFLOP of a segmentor's image -> head logits for one ``size`` x ``size`` image (what ``predict`` computes
+    before ``resize_argmax``, whose work is comparisons, not FLOPs): torch's ``FlopCounterMode`` over a copy of the
+    model on the meta device, so nothing is computed. It counts matrix products and convolutions (a multiply-add is
+    2 FLOPs); softmax attention runs its math kernel there, counted as its two products. Elementwise work (softmax,
+    norms, GELU, exp) is not counted. The ratio of two mixers' counts is the speed ratio they would have if every
+    product ran at the same rate."""
+    import copy
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+    meta = copy.deepcopy(model).to("meta")
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        meta._head_logits(torch.empty(1, 3, size, size, device="meta"))
+    return counter.get_total_flops() / 1e9
+
+
 def bench_seg_rounds(args):
     """Light-head ``predict`` (image -> label map) of every ``--seg-mixers`` model in one process, the mixers
     interleaved round by round (``--repeats`` rounds after a warm-up) at each ``--seg-sizes``: medians and each
-    mixer's ratio to ``sa`` in the same rounds, which the shared machine's drift affects alike."""
+    mixer's ratio to ``sa`` in the same rounds, which the shared machine's drift affects alike. Each row also has
+    the model's GFLOP (``seg_gflop``), its rate (GFLOP / median time) and ``sa``'s GFLOP over its own, the ratio
+    the times would have at equal rates."""
     rows = []
     mixers = [m for m in args.seg_mixers if m != "ff"]  # ff slides its crop: a different path
     for R in args.seg_sizes:
         x = torch.randn(1, 3, R, R, generator=torch.Generator().manual_seed(0))
         models = {mixer: _light_model(args, mixer) for mixer in mixers}
+        gflop = {mixer: seg_gflop(model, R) for mixer, model in models.items()}
         times = {m: [] for m in mixers}
         with torch.no_grad():
             for model in models.values():
@@ -891,13 +911,16 @@ def bench_seg_rounds(args):
         med = {m: statistics.median(v) for m, v in times.items()}
         for mixer in mixers:
             row = dict(mixer=mixer, px=R, infer_s=round(med[mixer], 3), rounds=args.repeats,
-                       times=[round(t, 3) for t in times[mixer]])
+                       times=[round(t, 3) for t in times[mixer]], gflop=float(f"{gflop[mixer]:.4g}"),
+                       gflop_per_s=round(gflop[mixer] / med[mixer], 1))
             if "sa" in med:
                 row["x_sa"] = round(med["sa"] / med[mixer], 2)
                 row["x_sa_per_round"] = round(statistics.median(a / b for a, b in zip(times["sa"], times[mixer])), 2)
+                row["x_sa_flops"] = round(gflop["sa"] / gflop[mixer], 2)
             rows.append(row)
-            print(f"  {mixer:4s} {R}px predict {med[mixer]:.3f} s" + (f" ({row['x_sa']:.2f}x sa)" if "x_sa" in row
-                                                                      else ""), flush=True)
+            print(f"  {mixer:4s} {R}px predict {med[mixer]:.3f} s, {row['gflop']:.1f} GFLOP at "
+                  f"{row['gflop_per_s']:.0f} GFLOP/s" + (f" ({row['x_sa']:.2f}x sa; {row['x_sa_flops']:.2f}x in FLOPs)"
+                                                        if "x_sa" in row else ""), flush=True)
     return rows
 
 
@@ -1197,8 +1220,9 @@ def main(argv=None):
         ("mlp_chunk", f"Channel MLP in row blocks vs one shot: light-head predict (image -> labels), {trunk}, "
                       f"{rounds}", None),
         ("seg_rounds", f"Seg end to end, light head, mixers interleaved in one process: predict (image -> labels), "
-                       f"{trunk}, medians of {args.repeats} rounds; x sa = sa's median / this median",
-         ["mixer", "px", "infer_s", "x_sa", "x_sa_per_round", "rounds"]),
+                       f"{trunk}, medians of {args.repeats} rounds; x sa = sa's median / this median; x sa in "
+                       f"FLOPs = sa's GFLOP / this GFLOP (the ratio at equal rates)",
+         ["mixer", "px", "infer_s", "x_sa", "x_sa_per_round", "gflop", "gflop_per_s", "x_sa_flops", "rounds"]),
         ("head_paths", f"Light head's inference paths (channels-last maps + fused head) vs mmseg's (NCHW maps + "
                        f"SegformerHead.forward): predict (image -> labels), {trunk}, {rounds}", None),
     ]
