@@ -87,3 +87,13 @@ def test_benchmark_fast_skips_bf16_without_native(no_bf16):
     reason = bench.bf16_skip_reason()
     assert reason and "no native bf16" in reason
     cpu.bf16_support.cache_clear()
+
+
+def test_describe_names_the_kernel_caps(monkeypatch):
+    """A benchmark line says when the kernels were capped below the CPU (an AVX-512 CPU run as an AVX2 one)."""
+    from zoo import cpu
+    for key in cpu.ISA_CAPS:
+        monkeypatch.delenv(key, raising=False)
+    assert "capped" not in cpu.describe()
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert cpu.describe().endswith(", kernels capped: ONEDNN_MAX_CPU_ISA=AVX2")

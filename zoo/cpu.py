@@ -87,14 +87,20 @@ def cpu_model(path="/proc/cpuinfo"):
     return platform.processor() or platform.machine()
 
 
+# Environment variables that cap the instruction set torch's and oneDNN's kernels use below what the CPU has.
+ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
+
+
 def describe():
-    """One line naming the CPU, its vector/bf16 features and torch's view of it (benchmarks print it)."""
+    """One line naming the CPU, its vector/bf16 features and torch's view of it (benchmarks print it), and the
+    kernel caps in force (``ISA_CAPS``, e.g. an AVX-512 CPU run as an AVX2 one), so a figure says what ran."""
     flags = cpu_flags()
     isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
     native, _ = bf16_support()
+    caps = " ".join(f"{k}={os.environ[k]}" for k in ISA_CAPS if os.environ.get(k))
     return (f"{cpu_model()}, {os.cpu_count()} logical cores, flags {' '.join(isa) or 'none of avx2/avx512'}, torch "
             f"capability {torch.backends.cpu.get_cpu_capability()}, native bf16 {'yes' if native else 'no'}, torch "
-            f"{torch.__version__}")
+            f"{torch.__version__}" + (f", kernels capped: {caps}" if caps else ""))
 
 
 def has_native_bf16():
