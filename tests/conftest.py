@@ -1,4 +1,5 @@
 import os
+import socket
 import sys
 
 import pytest
@@ -28,3 +29,11 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -128,7 +128,8 @@ def test_short_training_lowers_fid_on_fashion_mnist(tmp_path):
     assert trained < 0.6 * untrained, (trained, untrained)
 
 
-def test_distributed_run_frees_its_ddp_wrappers_before_the_group_is_destroyed(fmnist_root, tmp_path, monkeypatch):
+def test_distributed_run_frees_its_ddp_wrappers_before_the_group_is_destroyed(fmnist_root, tmp_path, monkeypatch,
+                                                                              free_port):
     """A one-rank gloo run of tools/train.py leaves no DDP wrapper alive (without a garbage collection) and no group.
 
     Before, the Runner's reference cycles kept the G and D wrappers, and through their reducers the gloo group,
@@ -136,13 +137,9 @@ def test_distributed_run_frees_its_ddp_wrappers_before_the_group_is_destroyed(fm
     run aborted ("terminate called without an active exception").
     """
     import gc
-    import socket
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for key, value in dict(RANK=0, WORLD_SIZE=1, LOCAL_RANK=0, MASTER_ADDR="127.0.0.1", MASTER_PORT=port).items():
+    for key, value in dict(RANK=0, WORLD_SIZE=1, LOCAL_RANK=0, MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port).items():
         monkeypatch.setenv(key, str(value))
     gc.collect()
     before = sum(isinstance(o, DistributedDataParallel) for o in gc.get_objects())

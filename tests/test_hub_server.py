@@ -3,19 +3,12 @@ repository's ``tests`` package is the one imported from the repository root alth
 top-level ``tests`` package of its own."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_repo_tests_package_wins_over_site_packages():
@@ -25,9 +18,9 @@ def test_repo_tests_package_wins_over_site_packages():
 
 
 @pytest.mark.parametrize("how", [["-m", "tests.hub_server"], ["tests/hub_server.py"]], ids=["module", "script"])
-def test_server_starts_alone_and_serves_the_real_client(how, tmp_path):
+def test_server_starts_alone_and_serves_the_real_client(how, tmp_path, free_port):
     from huggingface_hub import HfApi, hf_hub_download
-    port, token = _free_port(), "hf_standalone_token"
+    port, token = free_port, "hf_standalone_token"
     proc = subprocess.Popen([sys.executable, *how, "--port", str(port), "--token", token], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
