@@ -97,3 +97,52 @@ def test_describe_names_the_kernel_caps(monkeypatch):
     assert "capped" not in cpu.describe()
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert cpu.describe().endswith(", kernels capped: ONEDNN_MAX_CPU_ISA=AVX2")
+
+
+@pytest.mark.parametrize("env, native, says", [
+    ({}, True, "avx512_bf16; torch"),
+    ({"ONEDNN_MAX_CPU_ISA": "AVX2"}, False, "ONEDNN_MAX_CPU_ISA=AVX2 holds oneDNN below AVX512_CORE_BF16"),
+    ({"ONEDNN_MAX_CPU_ISA": "avx512_core_vnni"}, False, "holds oneDNN below"),
+    ({"ONEDNN_MAX_CPU_ISA": "AVX2_VNNI_2"}, False, "holds oneDNN below"),
+    ({"DNNL_MAX_CPU_ISA": "AVX512_CORE"}, False, "DNNL_MAX_CPU_ISA=AVX512_CORE holds"),
+    ({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}, True, "keeps it"),
+    ({"ONEDNN_MAX_CPU_ISA": "AVX10_1_512_AMX"}, True, "keeps it"),
+    ({"ONEDNN_MAX_CPU_ISA": "ALL", "DNNL_MAX_CPU_ISA": "AVX2"}, False, "DNNL_MAX_CPU_ISA=AVX2"),
+    ({"ONEDNN_MAX_CPU_ISA": "DEFAULT"}, True, "avx512_bf16; torch"),
+    ({"ONEDNN_MAX_CPU_ISA": "AVX9000"}, True, "not an ISA name known here"),
+    ({"ATEN_CPU_CAPABILITY": "avx2"}, True, "avx512_bf16; torch"),  # element-wise kernels only; GEMMs keep bf16
+])
+def test_gate_honours_a_onednn_cap_below_bf16(with_bf16, monkeypatch, env, native, says):
+    """A bf16 CPU run with oneDNN capped below AVX512_CORE_BF16 (how an AVX2 machine is imitated here) emulates bf16:
+    the gate says no, so ``--amp`` stays float32 instead of running 4.7x slower."""
+    for key in cpu.ISA_CAPS:
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    cpu.bf16_support.cache_clear()
+    got, reason = cpu.bf16_support()
+    assert got is native and says in reason, reason
+
+
+def test_amp_under_a_onednn_cap_warns_and_stays_fp32(with_bf16, monkeypatch):
+    import torch
+    from tasks.common import runtime
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(runtime, "_warned_no_bf16", False)
+    cpu.bf16_support.cache_clear()
+    with pytest.warns(UserWarning, match=r"stays float32.*CPU has it.*ONEDNN_MAX_CPU_ISA=AVX2"):
+        assert runtime.use_amp(_cfg()).optim_wrapper.type == "OptimWrapper"
+
+
+@pytest.mark.parametrize("emulated", [False, True])
+def test_benchmark_times_emulated_bf16_only_when_asked(no_bf16, emulated, capsys):
+    """``--fast`` skips the bf16 rows where bf16 is emulated; ``--emulated-bf16`` times them (what emulation costs)."""
+    import argparse
+    from tests.load_tool import load_tool
+    bench = load_tool("benchmark")
+    args = argparse.Namespace(fast=True, emulated_bf16=emulated, compile=False, models=["sa_vit_micro"], batch=1,
+                              img_size=32, repeats=1, no_memory=True, threads=None)
+    impls = {r["impl"] for r in bench.bench_models(args)}
+    assert impls == ({"zoo fp32", "zoo bf16 autocast"} if emulated else {"zoo fp32"})
+    assert ("timed as asked" if emulated else "--emulated-bf16 times them anyway") in capsys.readouterr().out

@@ -28,7 +28,8 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
 - **fast path** (``--fast``): the zoo classifiers under ``torch.autocast("cpu", dtype=torch.bfloat16)`` (bf16
   matmuls; LayerNorm / softmax stay float32), and with ``--compile`` also ``torch.compile``. Only on a CPU with
   native bf16 (``zoo.cpu.bf16_support``: AVX512-BF16 or AMX); elsewhere the bf16 rows are skipped with the reason
-  printed (emulated bf16 is several times slower than float32).
+  printed (emulated bf16 is several times slower than float32; ``--emulated-bf16`` times them anyway, to measure
+  that cost).
 - **seg end to end** (``--only seg``): for each mixer, the ``*_vit_tiny`` segmentor (``zoo.load(task="seg")``, 150
   classes, 512 crop) with UPerNet and with the light head (``decode_head="segformer"``) on one image at 512, 1024
   and 2048 pixels (1k, 4k, 16k tokens): inference (image -> label map with ``predict`` as the seg configs evaluate,
@@ -336,8 +337,12 @@ def bench_models(args, timm_python=None):
     import zoo
     bf16 = args.fast
     if args.fast and bf16_skip_reason():
-        print(f"  {bf16_skip_reason()}", flush=True)
-        bf16 = False
+        if args.emulated_bf16:
+            from zoo import cpu
+            print(f"  bf16 rows timed as asked (--emulated-bf16), emulated: {cpu.bf16_support()[1]}", flush=True)
+        else:
+            print(f"  {bf16_skip_reason()} (--emulated-bf16 times them anyway)", flush=True)
+            bf16 = False
     names = [n for n in zoo.list_models() if n.endswith("_vit_small")]
     if "sa_vit_base" not in names:
         names.append("sa_vit_base")
@@ -1090,6 +1095,8 @@ def parse_args(argv=None):
     p.add_argument("--tasks", action="store_true", help="also run tasks/<task>/bench.py:run(quick)")
     p.add_argument("--timm-python", default=None, help="python of a venv with timm (compare with timm's ViTs)")
     p.add_argument("--fast", action="store_true", help="also time the bf16 autocast path of the classifiers")
+    p.add_argument("--emulated-bf16", action="store_true",
+                   help="with --fast: time the bf16 rows even where bf16 is emulated (to measure what that costs)")
     p.add_argument("--compile", action="store_true", help="also time torch.compile'd classifiers (slow to compile)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
     p.add_argument("--repeats", type=int, default=None, help="timed runs per measurement (default 7, quick 3)")

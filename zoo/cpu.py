@@ -8,7 +8,8 @@ much slower than plain float32 (``sa_vit_small`` inference: 4.7x with oneDNN hel
 ``ONEDNN_MAX_CPU_ISA=AVX2``, 7x on an AVX2-only AMD EPYC in issue 13; docs/BENCHMARKS.md, "bf16 where the CPU
 has it"). torch's own ``get_cpu_capability()`` names only the
 vector ISA ("AVX2", "AVX512", ...), not bf16, so the answer combines it with torch's private per-feature checks and
-the kernel's CPU flags.
+the kernel's CPU flags, and honours a cap that holds oneDNN below the CPU (``ONEDNN_MAX_CPU_ISA=AVX2`` makes a Zen 4
+an AVX2 machine for the GEMMs, and bf16 emulated).
 """
 import ctypes
 import functools
@@ -52,12 +53,39 @@ def _torch_says_bf16():
     return any(answers) if answers else None
 
 
+# oneDNN's ISA levels as the bit masks of its ``dnnl_cpu_isa_t`` (oneDNN 3.x ``dnnl_types.h``; the newer AVX10 names
+# alias the AVX512_CORE_FP16 / AMX ones). ``ONEDNN_MAX_CPU_ISA`` (or the older ``DNNL_MAX_CPU_ISA``) caps the GEMM
+# kernels at one of them; bf16 matmuls stay native only under a cap that contains AVX512_CORE_BF16's bits (an AMX
+# cap does, AVX2_VNNI_2 does not). "ALL" and "DEFAULT" are no cap.
+ONEDNN_ISA_MASKS = {
+    "SSE41": 0x1, "AVX": 0x3, "AVX2": 0x7, "AVX2_VNNI": 0xF, "AVX2_VNNI_2": 0x1F, "AVX512_CORE": 0x27,
+    "AVX512_CORE_VNNI": 0x67, "AVX512_CORE_BF16": 0xE7, "AVX512_CORE_FP16": 0x1EF, "AVX10_1_512": 0x1EF,
+    "AVX512_CORE_AMX": 0xFEF, "AVX10_1_512_AMX": 0xFEF, "AVX512_CORE_AMX_FP16": 0x1FEF,
+    "AVX10_1_512_AMX_FP16": 0x1FEF,
+}
+ONEDNN_BF16_MASK = ONEDNN_ISA_MASKS["AVX512_CORE_BF16"]
+
+
+def onednn_cap():
+    """``(variable, value)`` of the oneDNN ISA cap in force (``ONEDNN_MAX_CPU_ISA`` before ``DNNL_MAX_CPU_ISA``, as
+    oneDNN reads them), or None. Only this cap matters to the bf16 gate: ``ATEN_CPU_CAPABILITY=avx2`` changes torch's
+    element-wise kernels but not the bf16 GEMMs (``sa_vit_small`` with it, 1 thread on the Zen 4 EPYC: bf16 autocast
+    515 ms against 1385 ms float32; with ``ONEDNN_MAX_CPU_ISA=AVX2``: 6580 against 1409 ms)."""
+    for key in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        value = os.environ.get(key, "").strip()
+        if value and value.upper() not in ("ALL", "DEFAULT"):
+            return key, value
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def bf16_support():
     """``(native, reason)``: whether this CPU runs bf16 matmuls natively, and a one-line reason naming the evidence.
 
     Native when torch's checks (AVX512-BF16 or AMX tiles) or the kernel's CPU flags (``avx512_bf16``, ``amx_bf16``;
-    aarch64 ``bf16``) say so. Cached; tests patch ``cpu_flags`` / ``_torch_says_bf16`` and call
+    aarch64 ``bf16``) say so, unless ``ONEDNN_MAX_CPU_ISA`` caps oneDNN below AVX512_CORE_BF16 (``onednn_cap``):
+    then the CPU has bf16 but the GEMMs may not use it. A cap this module does not know is named in the reason and
+    left to the CPU's answer. Cached; tests patch ``cpu_flags`` / ``_torch_says_bf16`` and call
     ``bf16_support.cache_clear()``.
     """
     capability = torch.backends.cpu.get_cpu_capability()
@@ -69,7 +97,18 @@ def bf16_support():
     cpu = f"torch CPU capability {capability}"
     if found or by_torch:
         evidence = ", ".join(found) if found else "torch.cpu AVX512-BF16/AMX check"
-        return True, f"native bf16 ({evidence}; {cpu})"
+        cap = onednn_cap()
+        if cap is None:
+            return True, f"native bf16 ({evidence}; {cpu})"
+        mask = ONEDNN_ISA_MASKS.get(cap[1].upper())
+        if mask is None:
+            return True, (f"native bf16 ({evidence}; {cpu}; {cap[0]}={cap[1]} is not an ISA name known here, "
+                          f"assumed not to cap bf16)")
+        if mask & ONEDNN_BF16_MASK != ONEDNN_BF16_MASK:
+            return False, (f"no native bf16 for the GEMMs: the CPU has it ({evidence}) but {cap[0]}={cap[1]} holds "
+                           f"oneDNN below AVX512_CORE_BF16, so bf16 runs emulated through float32 conversions "
+                           f"(unset it to use bf16)")
+        return True, f"native bf16 ({evidence}; {cpu}; {cap[0]}={cap[1]} keeps it)"
     return False, (f"no native bf16 on this CPU ({cpu}; no avx512_bf16 / amx_bf16 in the CPU flags): bf16 runs "
                    f"emulated through float32 conversions")
 
@@ -88,7 +127,7 @@ def cpu_model(path="/proc/cpuinfo"):
 
 
 # Environment variables that cap the instruction set torch's and oneDNN's kernels use below what the CPU has.
-ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
+ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 
 
 def describe():
