@@ -336,13 +336,13 @@ def bench_models(args, timm_python=None):
     """Classifier throughput, interleaved round by round with the timm worker when there is one."""
     import zoo
     bf16 = args.fast
-    if args.fast and bf16_skip_reason():
-        if args.emulated_bf16:
-            from zoo import cpu
-            print(f"  bf16 rows timed as asked (--emulated-bf16), emulated: {cpu.bf16_support()[1]}", flush=True)
-        else:
-            print(f"  {bf16_skip_reason()} (--emulated-bf16 times them anyway)", flush=True)
-            bf16 = False
+    skip = bf16_skip_reason() if args.fast else None
+    if skip and args.emulated_bf16:
+        from zoo import cpu
+        print(f"  bf16 rows timed as asked (--emulated-bf16), emulated: {cpu.bf16_support()[1]}", flush=True)
+    elif skip:
+        print(f"  {skip} (--emulated-bf16 times them anyway)", flush=True)
+        bf16 = False
     names = [n for n in zoo.list_models() if n.endswith("_vit_small")]
     if "sa_vit_base" not in names:
         names.append("sa_vit_base")

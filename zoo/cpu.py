@@ -64,6 +64,8 @@ ONEDNN_ISA_MASKS = {
     "AVX10_1_512_AMX_FP16": 0x1FEF,
 }
 ONEDNN_BF16_MASK = ONEDNN_ISA_MASKS["AVX512_CORE_BF16"]
+# The variables oneDNN reads its cap from, in the order it reads them.
+ONEDNN_CAPS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 
 
 def onednn_cap():
@@ -71,7 +73,7 @@ def onednn_cap():
     oneDNN reads them), or None. Only this cap matters to the bf16 gate: ``ATEN_CPU_CAPABILITY=avx2`` changes torch's
     element-wise kernels but not the bf16 GEMMs (``sa_vit_small`` with it, 1 thread on the Zen 4 EPYC: bf16 autocast
     515 ms against 1385 ms float32; with ``ONEDNN_MAX_CPU_ISA=AVX2``: 6580 against 1409 ms)."""
-    for key in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+    for key in ONEDNN_CAPS:
         value = os.environ.get(key, "").strip()
         if value and value.upper() not in ("ALL", "DEFAULT"):
             return key, value
@@ -127,7 +129,7 @@ def cpu_model(path="/proc/cpuinfo"):
 
 
 # Environment variables that cap the instruction set torch's and oneDNN's kernels use below what the CPU has.
-ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+ISA_CAPS = ("ATEN_CPU_CAPABILITY", *ONEDNN_CAPS)
 
 
 def describe():
