@@ -54,12 +54,12 @@ def test_the_config_set():
     ade = {f"{h}_{m}-vit-{s}_8xb2-160k_ade20k-512x512.py" for h in heads for m in ("sa", "ea", "effa", "ff")
            for s in ("tiny", "small", "base")}
     assert ade <= set(names) and len(ade) == 24
-    # Both heads from scratch at the short schedule (the heads' comparison), the bundled weights' recipe, and the
-    # same recipe three times as long (where the curves flatten).
+    # Both heads from scratch at the short schedule (the heads' comparison), the first published recipe (2,000
+    # iterations), the bundled one (three times as long) and six times as long at lr 4e-3.
     assert {n for n in names if "fashion-scenes" in n} == {
         f"{h}_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py" for h in heads for m in ("sa", "ea", "effa", "ff")
     } | {f"upernet_{m}-vit-micro-p4_1xb16-{n}_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")
-         for n in (2000, 6000)}
+         for n in (2000, 6000, 12000)}
 
 
 def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is_one_recipe():
@@ -93,17 +93,24 @@ def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is
     assert plain["sa"] == plain["ea"] == plain["effa"] == plain["ff"]
 
 
-def test_the_6000_iteration_scenes_configs_change_the_schedule_only():
+@pytest.mark.parametrize("iters, lr, ckpt_every, keep", [(6000, 1e-3, 6000, 3), (12000, 4e-3, 1000, 2)])
+def test_the_longer_scenes_configs_change_the_schedule_only(iters, lr, ckpt_every, keep):
+    """The 6,000- and 12,000-iteration scenes configs are the 2,000-iteration ones with a longer poly decay (and the
+    12,000 one lr 4e-3 and a checkpoint to resume from every 1,000): model, data and evaluation are the same."""
     for m in ("sa", "ea", "effa", "ff"):
         short = _cfg(os.path.join(ROOT, f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-2000_fashion-scenes-64x64.py"))
-        long = _cfg(os.path.join(ROOT, f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-6000_fashion-scenes-64x64.py"))
-        for key in ("model", "train_dataloader", "val_dataloader", "optim_wrapper", "val_evaluator"):
+        long = _cfg(os.path.join(ROOT, f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-{iters}_fashion-scenes-64x64.py"))
+        for key in ("model", "train_dataloader", "val_dataloader", "val_evaluator"):
             assert long[key] == short[key], (m, key)
-        assert (long.train_cfg.max_iters, long.train_cfg.val_interval) == (6000, 500)
-        assert [s.get("end") for s in long.param_scheduler] == [100, 6000]
+        opt, short_opt = long.optim_wrapper.to_dict(), short.optim_wrapper.to_dict()
+        assert opt["optimizer"].pop("lr") == lr and short_opt["optimizer"].pop("lr") == 1e-3
+        assert opt == short_opt
+        assert (long.train_cfg.max_iters, long.train_cfg.val_interval) == (iters, 500)
+        assert [s.get("end") for s in long.param_scheduler] == [100, iters]
         assert [{k: v for k, v in s.items() if k != "end"} for s in long.param_scheduler] == \
             [{k: v for k, v in s.items() if k != "end"} for s in short.param_scheduler]
-        assert long.default_hooks.checkpoint.interval == 6000
+        assert (long.default_hooks.checkpoint.interval, long.default_hooks.checkpoint.get("max_keep_ckpts")) == \
+            (ckpt_every, keep)
 
 
 @pytest.mark.skipif(not os.path.isdir(os.path.join(ROOT, "data/fashion_scenes")), reason="no scenes (make scenes)")

@@ -1,0 +1,6 @@
+_base_ = [
+    './_base_/models/upernet_zoo-vit-micro-p4_scenes.py', './_base_/datasets/fashion_scenes.py',
+    './_base_/schedules/schedule_scenes_p4_12k.py'
+]
+model = dict(backbone=dict(name='effa_vit_micro',
+                           init_cfg=dict(type='Pretrained', checkpoint='effa_vit_micro.cls_fmnist')))
