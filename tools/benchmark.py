@@ -1165,43 +1165,32 @@ def main(argv=None):
           f"machine: {meta['machine']}", flush=True)
     res = dict(meta=meta)
     sections = set(args.only.split(","))
-    if "mixers" in sections:
-        print(f"mixers (C={args.dim}, {args.heads} heads, batch 1, median of {args.repeats}):", flush=True)
-        res["mixers"] = bench_mixers(args)
-    if "linear" in sections:
-        print(f"oneDNN linear vs F.linear (batch {args.batch}, {args.img_size}px, {args.repeats} interleaved rounds):",
-              flush=True)
-        res["linear"] = bench_linear(args)
-    if "gemm" in sections:
-        print(f"GEMM share (batch {args.batch}, {args.img_size}px, forward vs its GEMMs timed alone):", flush=True)
-        res["gemm"] = bench_gemm(args)
-    if "seg-heads" in sections:
-        print(f"seg heads ({args.seg_heads_res}px, neck + decode head alone):", flush=True)
-        res["seg_heads"] = bench_seg_heads(args)
-    if "seg-resize" in sections:
-        print(f"seg logits resize ({args.seg_heads_res}px, light head, predict, {args.repeats} interleaved rounds):",
-              flush=True)
-        res["seg_resize"] = bench_seg_resize(args)
-    if "seg-rounds" in sections:
-        print(f"seg end to end, mixers interleaved (light-head predict, sizes {args.seg_sizes}, {args.repeats} "
-              f"rounds):", flush=True)
-        res["seg_rounds"] = bench_seg_rounds(args)
-    if "head-paths" in sections:
-        print(f"light head's inference paths (light-head predict, sizes {args.seg_sizes}, {args.repeats} interleaved "
-              f"rounds):", flush=True)
-        res["head_paths"] = bench_head_paths(args)
-    if "mlp-chunk" in sections:
-        print(f"channel MLP in row blocks (light-head predict, sizes {args.seg_sizes}, {args.repeats} interleaved "
-              f"rounds):", flush=True)
-        res["mlp_chunk"] = bench_mlp_chunk(args)
-    if "seg" in sections:
-        print(f"seg end to end (heads {args.seg_heads}, sizes {args.seg_sizes}, mixers {args.seg_mixers}):",
-              flush=True)
-        res["seg"] = bench_seg(args)
-    if "models" in sections:
-        print(f"classifiers (batch {args.batch}, {args.img_size}px, median of {args.repeats} interleaved rounds):",
-              flush=True)
-        res["models"] = bench_models(args, timm_python=args.timm_python)
+    interleaved = f"{args.repeats} interleaved rounds"
+    runs = [  # (--only section, result key, what it prints first, the measurement), in the order they run
+        ("mixers", "mixers", f"mixers (C={args.dim}, {args.heads} heads, batch 1, median of {args.repeats})",
+         bench_mixers),
+        ("linear", "linear", f"oneDNN linear vs F.linear (batch {args.batch}, {args.img_size}px, {interleaved})",
+         bench_linear),
+        ("gemm", "gemm", f"GEMM share (batch {args.batch}, {args.img_size}px, forward vs its GEMMs timed alone)",
+         bench_gemm),
+        ("seg-heads", "seg_heads", f"seg heads ({args.seg_heads_res}px, neck + decode head alone)", bench_seg_heads),
+        ("seg-resize", "seg_resize", f"seg logits resize ({args.seg_heads_res}px, light head, predict, {interleaved})",
+         bench_seg_resize),
+        ("seg-rounds", "seg_rounds", f"seg end to end, mixers interleaved (light-head predict, sizes "
+                                     f"{args.seg_sizes}, {args.repeats} rounds)", bench_seg_rounds),
+        ("head-paths", "head_paths", f"light head's inference paths (light-head predict, sizes {args.seg_sizes}, "
+                                     f"{interleaved})", bench_head_paths),
+        ("mlp-chunk", "mlp_chunk", f"channel MLP in row blocks (light-head predict, sizes {args.seg_sizes}, "
+                                   f"{interleaved})", bench_mlp_chunk),
+        ("seg", "seg", f"seg end to end (heads {args.seg_heads}, sizes {args.seg_sizes}, mixers {args.seg_mixers})",
+         bench_seg),
+        ("models", "models", f"classifiers (batch {args.batch}, {args.img_size}px, median of {interleaved})",
+         lambda a: bench_models(a, timm_python=a.timm_python)),
+    ]
+    for section, key, header, measure in runs:
+        if section in sections:
+            print(f"{header}:", flush=True)
+            res[key] = measure(args)
     failures = []
     if args.tasks or "tasks" in sections:
         res["tasks"], failures = bench_tasks(args.quick)
