@@ -253,3 +253,26 @@ def test_gemm_section_reports_a_share(bench):
     assert row["attentions"] == 4 and row["attn_products_alone_ms"] > 0
     with_attn = (row["gemms_alone_ms"] + row["attn_products_alone_ms"]) / row["model_ms"]
     assert abs(row["with attention products"] - with_attn) < 1e-9 and with_attn > row["model / GEMM rate"]
+
+
+def test_saved_for_backward_counts_what_autograd_keeps(bench):
+    """relu(x @ w): the product keeps x and w (excluded: input and weight), relu keeps its 5 x 7 float32 output."""
+    x, w = torch.randn(5, 3, requires_grad=True), torch.randn(3, 7, requires_grad=True)
+    out, mb = bench.saved_for_backward_mb(lambda: torch.relu(x @ w), exclude=[x, w])
+    assert out.shape == (5, 7) and mb == 5 * 7 * 4 / 2 ** 20
+    assert bench.saved_for_backward_mb(lambda: torch.relu(x @ w))[1] == (5 * 3 + 3 * 7 + 5 * 7) * 4 / 2 ** 20
+
+
+def test_mixers_train_section_rows(bench):
+    args = bench.parse_args(["--only", "mixers-train", "--train-tokens", "16", "--dim", "24", "--heads", "3",
+                             "--repeats", "2"])
+    rows = bench.bench_mixers_train(args)
+    assert [r["mixer"] for r in rows] == ["sa", "ea", "effa", "ff"]
+    assert all(r["tokens"] == 16 and r["ms"] > 0 and r["runs"] == 2 and r["saved_mb"] > 0 for r in rows)
+    assert rows[0]["x_sa"] == 1.0
+
+
+def test_only_names_an_unknown_section(bench, capsys):
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--only", "mixers,segheads"])
+    assert "--only: unknown section(s) segheads; choose from mixers, mixers-train" in capsys.readouterr().err

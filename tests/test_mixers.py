@@ -166,17 +166,52 @@ def test_unknown_mixer_lists_close_matches():
 @pytest.mark.parametrize("chunk", [3, 4])
 def test_token_blocked_forward_matches_paper_formula(name, chunk):
     """Long sequences run in token blocks (``chunk_tokens``) with a log-sum-exp merge of the softmax over tokens;
-    blocks of 3 and 4 over N = 7 exercise full and ragged blocks against the same reference."""
+    blocks of 3 and 4 over N = 7 exercise full and ragged blocks against the same reference (ea blocks at
+    inference only; its autograd path is checked with autograd on)."""
     torch.manual_seed(2)
     m = _randomise(mixers.build(name, dim=C, num_heads=H)).double()
     m.chunk_tokens = chunk
     x = torch.randn(B, N, C, dtype=torch.float64, requires_grad=True)
+    with torch.no_grad():
+        torch.testing.assert_close(m(x), REFS[name](m, x), atol=1e-5, rtol=0)
     out = m(x)
     ref = REFS[name](m, x)
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
     g_out, = torch.autograd.grad(out.square().sum(), x)
     g_ref, = torch.autograd.grad(ref.square().sum(), x)
     torch.testing.assert_close(g_out, g_ref, atol=1e-5, rtol=0)
+
+
+def test_ea_double_normalisation_backward_is_the_derivative():
+    """ea's fused softmax-over-tokens + l1-over-slots: its hand-written backward against finite differences
+    (``gradcheck``, float64), on two heads of three slots."""
+    from zoo.mixers.ea import double_normalise
+    torch.manual_seed(0)
+    z = torch.randn(2, 5, 6, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: double_normalise(t, 2), (z,))
+    y = double_normalise(z, 2).view(2, 5, 2, 3)
+    torch.testing.assert_close(y.sum(dim=-1), torch.ones(2, 5, 2, dtype=torch.float64))  # l1 over slots
+
+
+def test_ea_training_keeps_one_attention_map_for_backward():
+    """With autograd, ea keeps one (B, N, 4h*S) map for the backward pass (the fused double normalisation's output,
+    which the projection reuses), not the exp / softmax / l1 chain's several: count the saved tensors of that size."""
+    torch.manual_seed(0)
+    m = mixers.build("ea", dim=C, num_heads=H).train()
+    x = torch.randn(B, N, C, requires_grad=True)
+    maps, seen = [], set()
+
+    def pack(t):
+        if t.numel() == B * N * 4 * H * m.linear_0.out_features and t.untyped_storage().data_ptr() not in seen:
+            seen.add(t.untyped_storage().data_ptr())
+            maps.append(t.shape)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = m(x)
+    assert len(maps) == 1, maps
+    out.sum().backward()
+    assert x.grad is not None and m.trans_dims.weight.grad is not None
 
 
 @pytest.mark.parametrize("batch", [1, B])  # one image: ea and effa write their blocks straight from the GEMM

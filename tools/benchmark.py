@@ -89,6 +89,9 @@ sys.path.insert(0, REPO)
 import torch  # noqa: E402
 
 TOKENS = (256, 1024, 4096, 16384)
+# What --only can name, in the order the sections run.
+SECTIONS = ("mixers", "mixers-train", "linear", "gemm", "seg-heads", "seg-resize", "seg-rounds", "head-paths",
+            "mlp-chunk", "seg", "models", "tasks")
 TIMM_NAMES = {"sa_vit_small": "vit_small_patch16_224", "sa_vit_base": "vit_base_patch16_224"}
 
 
@@ -325,6 +328,60 @@ def bench_mixers(args):
         for r in rows:
             if ("mixer", r["mixer"], r["tokens"]) in peaks:
                 r["peak_mb"] = peaks[("mixer", r["mixer"], r["tokens"])]
+    return rows
+
+
+def saved_for_backward_mb(fn, exclude=()):
+    """MB that autograd keeps for the backward pass of ``fn()``: the distinct storages its saved-tensor hooks see,
+    less those of ``exclude`` (the input, the weights: they exist anyway)."""
+    skip = {t.untyped_storage().data_ptr() for t in exclude}
+    seen = {}
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in skip:
+            seen[ptr] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    return out, sum(seen.values()) / 2 ** 20
+
+
+def bench_mixers_train(args):
+    """One training step of each mixer alone (forward + backward, batch 1, the ``mixers`` section's C and heads) at
+    each N of ``--train-tokens``, mixers interleaved round by round; and the MB autograd keeps for the backward pass
+    (what a trunk of such blocks holds per block while it trains)."""
+    from zoo import mixers
+    rows = []
+    for n in args.train_tokens:
+        x = torch.randn(1, n, args.dim, requires_grad=True)
+        grad = torch.randn(1, n, args.dim)
+        todo = {}
+        for name in mixers.MIXERS:
+            reason = skip_reason(name, n, args.ff_max_tokens)
+            row = dict(mixer=name, tokens=n, dim=args.dim, heads=args.heads)
+            rows.append(row)
+            if reason:
+                row["note"] = reason
+                continue
+            m = build_mixer(name, args.dim, args.heads, n).train()
+            out, row["saved_mb"] = saved_for_backward_mb(lambda: m(x), exclude=[x, *m.parameters()])
+            out.backward(grad)  # warm-up
+            todo[name] = (m, row, [])
+        for _ in range(args.repeats):
+            for m, _, times in todo.values():
+                t = time.perf_counter()
+                m(x).backward(grad)
+                times.append(time.perf_counter() - t)
+        for name, (m, row, times) in todo.items():
+            row.update(ms=statistics.median(times) * 1e3, runs=len(times))
+            print(f"  {name:5s} N={n:6d}  {row['ms']:10.2f} ms  {row['saved_mb']:10.3f} MB saved", flush=True)
+        sa = todo.get("sa")
+        for m, row, _ in todo.values():
+            if sa:
+                row["x_sa"] = round(sa[1]["ms"] / row["ms"], 2)
+            row["ms"], row["saved_mb"] = round(row["ms"], 2), round(row["saved_mb"], 3)
     return rows
 
 
@@ -1089,9 +1146,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="short run: 3 repeats, N up to 4096, tasks in quick mode")
-    p.add_argument("--only", default="mixers,models", help="comma-separated sections: mixers, models, linear, gemm, "
-                   "seg, seg-rounds, seg-heads, seg-resize, mlp-chunk, head-paths, tasks (default mixers,models; "
-                   "--tasks adds tasks)")
+    p.add_argument("--only", default="mixers,models", help=f"comma-separated sections: {', '.join(SECTIONS)} "
+                   "(default mixers,models; --tasks adds tasks)")
     p.add_argument("--tasks", action="store_true", help="also run tasks/<task>/bench.py:run(quick)")
     p.add_argument("--timm-python", default=None, help="python of a venv with timm (compare with timm's ViTs)")
     p.add_argument("--fast", action="store_true", help="also time the bf16 autocast path of the classifiers")
@@ -1117,6 +1173,8 @@ def parse_args(argv=None):
                    help="skip a seg row whose call is estimated (from its smaller sizes) to take longer")
     p.add_argument("--seg-heads-res", type=int, default=1024, help="image side for --only seg-heads")
     p.add_argument("--tokens", type=int, nargs="+", default=None, help=f"token counts (default {TOKENS})")
+    p.add_argument("--train-tokens", type=int, nargs="+", default=[256, 4096],
+                   help="token counts of --only mixers-train (default 256 4096)")
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--heads", type=int, default=6)
     p.add_argument("--batch", type=int, default=8)
@@ -1137,6 +1195,9 @@ def parse_args(argv=None):
     if set(args.seg_modes) - set(SEG_MODES):
         p.error(f"--seg-modes: unknown {sorted(set(args.seg_modes) - set(SEG_MODES))}; choose from "
                 f"{', '.join(SEG_MODES)}")
+    unknown = set(args.only.split(",")) - set(SECTIONS)
+    if unknown:
+        p.error(f"--only: unknown section(s) {', '.join(sorted(unknown))}; choose from {', '.join(SECTIONS)}")
     args.repeats = args.repeats or (3 if args.quick else 7)
     args.tokens = args.tokens or (TOKENS[:3] if args.quick else TOKENS)
     return args
@@ -1169,6 +1230,8 @@ def main(argv=None):
     runs = [  # (--only section, result key, what it prints first, the measurement), in the order they run
         ("mixers", "mixers", f"mixers (C={args.dim}, {args.heads} heads, batch 1, median of {args.repeats})",
          bench_mixers),
+        ("mixers-train", "mixers_train", f"mixers training (C={args.dim}, {args.heads} heads, batch 1, forward + "
+                                         f"backward, median of {interleaved})", bench_mixers_train),
         ("linear", "linear", f"oneDNN linear vs F.linear (batch {args.batch}, {args.img_size}px, {interleaved})",
          bench_linear),
         ("gemm", "gemm", f"GEMM share (batch {args.batch}, {args.img_size}px, forward vs its GEMMs timed alone)",
@@ -1206,6 +1269,9 @@ def main(argv=None):
     plain_tables = [  # (result key, title, columns or None for all)
         ("models", f"Classifiers: batch {args.batch}, {args.img_size}x{args.img_size}",
          ["model", "impl", "ms", "images_per_s", "peak_mb"]),
+        ("mixers_train", f"Mixers, one training step alone: C={args.dim}, {args.heads} heads, batch 1, forward + "
+                         f"backward, {rounds}; saved MB = what autograd keeps for the backward pass (input and "
+                         f"weights excluded); x sa = sa's ms / this ms", ["mixer", "tokens", "ms", "x_sa", "saved_mb"]),
         ("linear", f"oneDNN linear vs F.linear: batch {args.batch}, {args.img_size}px, inference", None),
         ("gemm", f"GEMM share: batch {args.batch}, {args.img_size}px; model / GEMM rate = (the forward's GEMMs "
                  f"timed alone, summed) / (the forward); 'with attention products' adds Q K^T and P V to the GEMMs",

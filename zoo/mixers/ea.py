@@ -13,12 +13,54 @@ The forward computes exactly this, arranged for speed (``forward_reference`` is 
   into ``proj`` the same way: two GEMMs per token instead of four, and no (B, N, 4C) intermediate.
 - Tokens are processed in blocks of ``chunk_tokens``: each block's logits are exponentiated once against the block's
   own max, and the softmax over all N tokens is finished with per-block rescaling factors (the log-sum-exp merge), so
-  the (block x 4h*S) working set stays in cache and the cost stays linear in N for long sequences.
+  the (block x 4h*S) working set stays in cache and the cost stays linear in N for long sequences (inference).
+- With autograd, the double normalisation is one function with a hand-written backward (``double_normalise``): it
+  keeps one (B, N, 4h*S) map for the backward pass, where autograd's chain of exp, sums, products and a division
+  kept several, and spends fewer passes over it.
 """
 import torch
 import torch.nn as nn
 
+from torch.autograd.function import once_differentiable
+
 from ..layers.linear import linear, linear_into, onednn_ready, plain
+
+
+class _DoubleNormalise(torch.autograd.Function):
+    """Softmax over the token axis of ``z`` (B, N, H*S), then l1 normalisation over each head's S memory slots.
+
+    Backward, with a the softmax, s = sum_S a + eps and y = a / s the output (only y and s are kept): the l1 step
+    gives g_a = (g_y - t) / s with t = sum_S(g_y * y), and the softmax over tokens g_z = a * (g_a - sum_N(g_a * a)).
+    As a * g_a = y * (g_y - t) =: u, that is g_z = u - y * s * sum_N(u): no division, three passes of full size.
+    """
+
+    @staticmethod
+    def forward(ctx, z, heads, eps):
+        B, N, HS = z.shape
+        a = torch.softmax(z, dim=1).view(B, N, heads, HS // heads)
+        s = a.sum(dim=-1, keepdim=True).add_(eps)
+        y = a.div_(s).view(B, N, HS)
+        ctx.heads, ctx.dtype = heads, z.dtype
+        ctx.save_for_backward(y, s)
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        y, s = ctx.saved_tensors
+        B, N, HS = y.shape
+        y = y.view(B, N, ctx.heads, HS // ctx.heads)
+        g = grad.reshape(y.shape)
+        u = g * y
+        u = torch.sub(g, u.sum(dim=-1, keepdim=True), out=u).mul_(y)  # y * (g_y - t)
+        r = u.sum(dim=1, keepdim=True)  # (B, 1, heads, S)
+        return u.sub_(y * s * r).view(B, N, HS).to(ctx.dtype), None, None
+
+
+def double_normalise(z, heads, eps=1e-9):
+    """EA's attention map from its logits ``z`` (B, N, heads*S): softmax over the N tokens, then l1 over each head's S
+    slots (``y / (sum_S y + eps)``), with a fused backward (``_DoubleNormalise``)."""
+    return _DoubleNormalise.apply(z, heads, eps)
 
 
 class ExternalAttention(nn.Module):
@@ -94,22 +136,15 @@ class ExternalAttention(nn.Module):
         if not plain(*layers):  # hooked or wrapped sub-layers must see their own inputs: run the step-by-step form
             return self.forward_reference(x)
         fast = onednn_ready(x, *layers)  # CPU inference: oneDNN's linear (zoo.layers.linear)
-        B, H, S = x.shape[0], self.num_heads, self.linear_0.out_features
         wa, ba, wb, bb = self.folded_weights()
         if not (torch.is_grad_enabled() or self.training):
             return self._infer(x, wa, wb, bb, fast)
-        exps, scales = self._token_softmax(x, wa, ba, fast)
-        # Pass 2, per block: finish the softmax over tokens, l1 over memory slots, project.
-        out = []
-        for e, scale in zip(exps, scales):
-            attn = (e * scale).view(B, -1, H, S)  # (B, t, 4h, S), softmax over tokens
-            attn = attn / (attn.sum(dim=-1, keepdim=True) + 1e-9)  # l1 over memory slots
-            attn = self.attn_drop(attn).view(B, -1, H * S)
-            out.append(linear(attn, wb, bb, fast))  # (B, t, C)
-        return self.proj_drop(torch.cat(out, dim=1) if len(out) > 1 else out[0])
+        # Autograd keeps the whole map for the backward pass anyway, so no token blocks here.
+        attn = double_normalise(linear(x, wa, ba, fast), self.num_heads)  # (B, N, 4h*S)
+        return self.proj_drop(linear(self.attn_drop(attn), wb, bb, fast))  # (B, N, C)
 
-    def _token_softmax(self, x, wa, ba, fast):
-        """Pass 1, per token block of ``x``: the logits ``x Wa^T + ba`` (B, t, 4h*S), exponentiated against the
+    def _token_softmax(self, x, wa, fast):
+        """Pass 1 of ``_infer``, per token block of ``x``: the logits ``x Wa^T`` (B, t, 4h*S), exponentiated against the
         block's max over its tokens (a constant shift that softmax ignores, hence detached); then the factor that
         turns each block's exps into the softmax over all N tokens (exp(max_b - max) / the sum over blocks).
 
@@ -118,7 +153,7 @@ class ExternalAttention(nn.Module):
         """
         exps, maxes, sums = [], [], []
         for i in range(0, x.shape[1], self.chunk_tokens):
-            z = linear(x[:, i:i + self.chunk_tokens], wa, ba, fast)  # (B, t, 4h*S)
+            z = linear(x[:, i:i + self.chunk_tokens], wa, None, fast)  # (B, t, 4h*S)
             zmax = z.detach().amax(dim=1, keepdim=True)  # (B, 1, 4h*S)
             e = (z - zmax).exp_()
             exps.append(e)
@@ -137,7 +172,7 @@ class ExternalAttention(nn.Module):
         weight decay as before). Eval mode only: the dropouts are the identity."""
         B, N, _ = x.shape
         H, S, T = self.num_heads, self.linear_0.out_features, self.chunk_tokens
-        exps, scales = self._token_softmax(x, wa, None, fast)
+        exps, scales = self._token_softmax(x, wa, fast)
         out = x.new_empty(B, N, bb.shape[0])
         for i, e, scale in zip(range(0, N, T), exps, scales):
             attn = e.mul_(scale).view(B, -1, H, S)  # softmax over tokens
