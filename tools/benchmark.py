@@ -349,18 +349,18 @@ def saved_for_backward_mb(fn, exclude=()):
 
 
 def bench_mixers_train(args):
-    """One training step of each mixer alone (forward + backward, batch 1, the ``mixers`` section's C and heads) at
-    each N of ``--train-tokens``, mixers interleaved round by round; and the MB autograd keeps for the backward pass
-    (what a trunk of such blocks holds per block while it trains)."""
+    """One training step of each mixer alone (forward + backward, ``--train-batch`` sequences, the ``mixers``
+    section's C and heads) at each N of ``--train-tokens``, mixers interleaved round by round; and the MB autograd
+    keeps for the backward pass (what a trunk of such blocks holds per block while it trains)."""
     from zoo import mixers
     rows = []
     for n in args.train_tokens:
-        x = torch.randn(1, n, args.dim, requires_grad=True)
-        grad = torch.randn(1, n, args.dim)
+        x = torch.randn(args.train_batch, n, args.dim, requires_grad=True)
+        grad = torch.randn(args.train_batch, n, args.dim)
         todo = {}
         for name in mixers.MIXERS:
             reason = skip_reason(name, n, args.ff_max_tokens)
-            row = dict(mixer=name, tokens=n, dim=args.dim, heads=args.heads)
+            row = dict(mixer=name, tokens=n, batch=args.train_batch, dim=args.dim, heads=args.heads)
             rows.append(row)
             if reason:
                 row["note"] = reason
@@ -1175,6 +1175,7 @@ def parse_args(argv=None):
     p.add_argument("--tokens", type=int, nargs="+", default=None, help=f"token counts (default {TOKENS})")
     p.add_argument("--train-tokens", type=int, nargs="+", default=[256, 4096],
                    help="token counts of --only mixers-train (default 256 4096)")
+    p.add_argument("--train-batch", type=int, default=1, help="sequences per step of --only mixers-train")
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--heads", type=int, default=6)
     p.add_argument("--batch", type=int, default=8)
@@ -1230,8 +1231,9 @@ def main(argv=None):
     runs = [  # (--only section, result key, what it prints first, the measurement), in the order they run
         ("mixers", "mixers", f"mixers (C={args.dim}, {args.heads} heads, batch 1, median of {args.repeats})",
          bench_mixers),
-        ("mixers-train", "mixers_train", f"mixers training (C={args.dim}, {args.heads} heads, batch 1, forward + "
-                                         f"backward, median of {interleaved})", bench_mixers_train),
+        ("mixers-train", "mixers_train", f"mixers training (C={args.dim}, {args.heads} heads, batch "
+                                         f"{args.train_batch}, forward + backward, median of {interleaved})",
+         bench_mixers_train),
         ("linear", "linear", f"oneDNN linear vs F.linear (batch {args.batch}, {args.img_size}px, {interleaved})",
          bench_linear),
         ("gemm", "gemm", f"GEMM share (batch {args.batch}, {args.img_size}px, forward vs its GEMMs timed alone)",
@@ -1269,9 +1271,10 @@ def main(argv=None):
     plain_tables = [  # (result key, title, columns or None for all)
         ("models", f"Classifiers: batch {args.batch}, {args.img_size}x{args.img_size}",
          ["model", "impl", "ms", "images_per_s", "peak_mb"]),
-        ("mixers_train", f"Mixers, one training step alone: C={args.dim}, {args.heads} heads, batch 1, forward + "
-                         f"backward, {rounds}; saved MB = what autograd keeps for the backward pass (input and "
-                         f"weights excluded); x sa = sa's ms / this ms", ["mixer", "tokens", "ms", "x_sa", "saved_mb"]),
+        ("mixers_train", f"Mixers, one training step alone: C={args.dim}, {args.heads} heads, batch "
+                         f"{args.train_batch}, forward + backward, {rounds}; saved MB = what autograd keeps for the "
+                         f"backward pass (input and weights excluded); x sa = sa's ms / this ms",
+         ["mixer", "tokens", "ms", "x_sa", "saved_mb"]),
         ("linear", f"oneDNN linear vs F.linear: batch {args.batch}, {args.img_size}px, inference", None),
         ("gemm", f"GEMM share: batch {args.batch}, {args.img_size}px; model / GEMM rate = (the forward's GEMMs "
                  f"timed alone, summed) / (the forward); 'with attention products' adds Q K^T and P V to the GEMMs",
