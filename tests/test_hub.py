@@ -494,3 +494,23 @@ def test_the_same_weights_give_the_same_bytes(tmp_path):
     assert list(meta) == sorted(meta) and meta["zoo_name"] == "ea_vit_micro"
     with safe_open(str(tmp_path / "0" / "model.safetensors"), "pt") as f:
         assert f.metadata() == meta and set(f.keys()) == set(model.state_dict())
+
+
+def test_a_tensor_beyond_float16_keeps_its_precision(tmp_path):
+    """A batch norm whose running variance exceeds float16's 65504 (large features, seen in a seg head trained at lr
+    4e-3): stored as float16 it would be inf and the model would predict nonsense; that one tensor stays float32,
+    the rest is float16, and the model loads back with the variance exact."""
+    model = zoo.load("ea_vit_micro", task="seg", num_classes=11, img_size=64)
+    prefix, bn = next((n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d))
+    with torch.no_grad():
+        bn.running_var.fill_(3.0e5)
+        bn.running_var[0] = 65504.0  # the largest float16: fits
+    cfg = zoo.save_pretrained(model, tmp_path, metrics={"mIoU": 1.0}, dtype="float16")
+    stored = load_file(str(tmp_path / "model.safetensors"))
+    name = f"{prefix}.running_var"
+    assert stored[name].dtype == torch.float32 and torch.equal(stored[name], bn.running_var)
+    others = {v.dtype for k, v in stored.items() if v.is_floating_point() and k != name}
+    assert others == {torch.float16}
+    assert cfg["weights"]["dtype"] == ["float16", "float32", "int64"]
+    loaded = zoo.load(f"local-dir:{tmp_path}").state_dict()
+    assert torch.isfinite(loaded[name]).all() and torch.equal(loaded[name], bn.running_var)

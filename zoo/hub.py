@@ -242,8 +242,10 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
         save_dir: Folder to write (created if needed; the three files are overwritten).
         metrics, dataset, config_name, label_names, tag, input_spec, license, extra: See ``make_config``.
         dtype: Store floating tensors in this precision (``torch.float16`` / ``"float16"``, ``"bfloat16"``); by
-            default as the model holds them. Loading casts them back to the model's precision, so the metrics
-            given must be measured on the weights as stored (``tools/make_weights.py`` tests the written folder).
+            default as the model holds them. A tensor outside that precision's range (float16 stops at 65504: e.g.
+            a batch norm's running variance of large features) keeps its own precision instead of turning into
+            inf. Loading casts them back to the model's precision, so the metrics given must be measured on the
+            weights as stored (``tools/make_weights.py`` tests the written folder).
 
     Returns:
         The ``config.json`` dict that was written (its ``weights`` entry holds the file's sha256).
@@ -255,8 +257,8 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
     os.makedirs(save_dir, exist_ok=True)
     # Clone: safetensors refuses tensors that share storage, and a clone also drops any view/offset.
     cast = _float_dtype(dtype)
-    state = {k: v.detach().to("cpu", dtype=cast if cast is not None and v.is_floating_point() else None)
-             .contiguous().clone() for k, v in checkpoint.published_state_dict(model).items()}
+    state = {k: _stored(v.detach().to("cpu"), cast).contiguous().clone()
+             for k, v in checkpoint.published_state_dict(model).items()}
     if not state:
         raise HubError(f"{cfg['name']} has an empty state dict; nothing to save")
     header = {"format": "pt", "zoo_name": cfg["name"], "zoo_task": cfg["task"],
@@ -276,6 +278,17 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
     with open(os.path.join(save_dir, CARD_NAME), "w") as f:
         f.write(cards.model_card(cfg))
     return cfg
+
+
+def _stored(tensor, cast):
+    """``tensor`` in the floating dtype ``cast`` (None: unchanged), unless its finite values would overflow it."""
+    import torch
+    if cast is None or not tensor.is_floating_point():
+        return tensor
+    out = tensor.to(cast)
+    if torch.isfinite(out).all() or not torch.isfinite(tensor).all():
+        return out
+    return tensor
 
 
 def _float_dtype(dtype):
