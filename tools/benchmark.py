@@ -89,9 +89,6 @@ sys.path.insert(0, REPO)
 import torch  # noqa: E402
 
 TOKENS = (256, 1024, 4096, 16384)
-# What --only can name, in the order the sections run.
-SECTIONS = ("mixers", "mixers-train", "linear", "gemm", "seg-heads", "seg-resize", "seg-rounds", "head-paths",
-            "mlp-chunk", "seg", "models", "tasks")
 TIMM_NAMES = {"sa_vit_small": "vit_small_patch16_224", "sa_vit_base": "vit_base_patch16_224"}
 
 
@@ -377,10 +374,10 @@ def bench_mixers_train(args):
         for name, (m, row, times) in todo.items():
             row.update(ms=statistics.median(times) * 1e3, runs=len(times))
             print(f"  {name:5s} N={n:6d}  {row['ms']:10.2f} ms  {row['saved_mb']:10.3f} MB saved", flush=True)
-        sa = todo.get("sa")
+        sa_ms = todo["sa"][1]["ms"] if "sa" in todo else None
         for m, row, _ in todo.values():
-            if sa:
-                row["x_sa"] = round(sa[1]["ms"] / row["ms"], 2)
+            if sa_ms:
+                row["x_sa"] = round(sa_ms / row["ms"], 2)
             row["ms"], row["saved_mb"] = round(row["ms"], 2), round(row["saved_mb"], 3)
     return rows
 
@@ -1142,6 +1139,30 @@ def plot(res, path):
     return path
 
 
+# The sections of the run: (--only name, result key, what it prints first (formatted with the arguments and
+# ``interleaved``), the measurement), in the order they run; ``tasks`` (tasks/<task>/bench.py) runs after them.
+RUNS = [
+    ("mixers", "mixers", "mixers (C={dim}, {heads} heads, batch 1, median of {repeats})", bench_mixers),
+    ("mixers-train", "mixers_train", "mixers training (C={dim}, {heads} heads, batch {train_batch}, forward + "
+                                     "backward, median of {interleaved})", bench_mixers_train),
+    ("linear", "linear", "oneDNN linear vs F.linear (batch {batch}, {img_size}px, {interleaved})", bench_linear),
+    ("gemm", "gemm", "GEMM share (batch {batch}, {img_size}px, forward vs its GEMMs timed alone)", bench_gemm),
+    ("seg-heads", "seg_heads", "seg heads ({seg_heads_res}px, neck + decode head alone)", bench_seg_heads),
+    ("seg-resize", "seg_resize", "seg logits resize ({seg_heads_res}px, light head, predict, {interleaved})",
+     bench_seg_resize),
+    ("seg-rounds", "seg_rounds", "seg end to end, mixers interleaved (light-head predict, sizes {seg_sizes}, "
+                                 "{repeats} rounds)", bench_seg_rounds),
+    ("head-paths", "head_paths", "light head's inference paths (light-head predict, sizes {seg_sizes}, "
+                                 "{interleaved})", bench_head_paths),
+    ("mlp-chunk", "mlp_chunk", "channel MLP in row blocks (light-head predict, sizes {seg_sizes}, {interleaved})",
+     bench_mlp_chunk),
+    ("seg", "seg", "seg end to end (heads {seg_heads}, sizes {seg_sizes}, mixers {seg_mixers})", bench_seg),
+    ("models", "models", "classifiers (batch {batch}, {img_size}px, median of {interleaved})",
+     lambda a: bench_models(a, timm_python=a.timm_python)),
+]
+SECTIONS = tuple(section for section, *_ in RUNS) + ("tasks",)
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1228,33 +1249,9 @@ def main(argv=None):
     res = dict(meta=meta)
     sections = set(args.only.split(","))
     interleaved = f"{args.repeats} interleaved rounds"
-    runs = [  # (--only section, result key, what it prints first, the measurement), in the order they run
-        ("mixers", "mixers", f"mixers (C={args.dim}, {args.heads} heads, batch 1, median of {args.repeats})",
-         bench_mixers),
-        ("mixers-train", "mixers_train", f"mixers training (C={args.dim}, {args.heads} heads, batch "
-                                         f"{args.train_batch}, forward + backward, median of {interleaved})",
-         bench_mixers_train),
-        ("linear", "linear", f"oneDNN linear vs F.linear (batch {args.batch}, {args.img_size}px, {interleaved})",
-         bench_linear),
-        ("gemm", "gemm", f"GEMM share (batch {args.batch}, {args.img_size}px, forward vs its GEMMs timed alone)",
-         bench_gemm),
-        ("seg-heads", "seg_heads", f"seg heads ({args.seg_heads_res}px, neck + decode head alone)", bench_seg_heads),
-        ("seg-resize", "seg_resize", f"seg logits resize ({args.seg_heads_res}px, light head, predict, {interleaved})",
-         bench_seg_resize),
-        ("seg-rounds", "seg_rounds", f"seg end to end, mixers interleaved (light-head predict, sizes "
-                                     f"{args.seg_sizes}, {args.repeats} rounds)", bench_seg_rounds),
-        ("head-paths", "head_paths", f"light head's inference paths (light-head predict, sizes {args.seg_sizes}, "
-                                     f"{interleaved})", bench_head_paths),
-        ("mlp-chunk", "mlp_chunk", f"channel MLP in row blocks (light-head predict, sizes {args.seg_sizes}, "
-                                   f"{interleaved})", bench_mlp_chunk),
-        ("seg", "seg", f"seg end to end (heads {args.seg_heads}, sizes {args.seg_sizes}, mixers {args.seg_mixers})",
-         bench_seg),
-        ("models", "models", f"classifiers (batch {args.batch}, {args.img_size}px, median of {interleaved})",
-         lambda a: bench_models(a, timm_python=a.timm_python)),
-    ]
-    for section, key, header, measure in runs:
+    for section, key, header, measure in RUNS:
         if section in sections:
-            print(f"{header}:", flush=True)
+            print(header.format(**vars(args), interleaved=interleaved) + ":", flush=True)
             res[key] = measure(args)
     failures = []
     if args.tasks or "tasks" in sections:
