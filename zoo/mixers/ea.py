@@ -20,7 +20,6 @@ The forward computes exactly this, arranged for speed (``forward_reference`` is 
 """
 import torch
 import torch.nn as nn
-
 from torch.autograd.function import once_differentiable
 
 from ..layers.linear import linear, linear_into, onednn_ready, plain
@@ -58,8 +57,8 @@ class _DoubleNormalise(torch.autograd.Function):
 
 
 def double_normalise(z, heads, eps=1e-9):
-    """EA's attention map from its logits ``z`` (B, N, heads*S): softmax over the N tokens, then l1 over each head's S
-    slots (``y / (sum_S y + eps)``), with a fused backward (``_DoubleNormalise``)."""
+    """EA's attention map from its logits ``z`` (B, N, heads*S): the softmax a over the N tokens, then l1 over each
+    head's S slots (``a / (sum_S a + eps)``), with a fused backward (``_DoubleNormalise``)."""
     return _DoubleNormalise.apply(z, heads, eps)
 
 
@@ -145,7 +144,7 @@ class ExternalAttention(nn.Module):
 
     def _token_softmax(self, x, wa, fast):
         """Pass 1 of ``_infer``, per token block of ``x``: the logits ``x Wa^T`` (B, t, 4h*S), exponentiated against the
-        block's max over its tokens (a constant shift that softmax ignores, hence detached); then the factor that
+        block's max over its tokens (a constant shift that softmax ignores); then the factor that
         turns each block's exps into the softmax over all N tokens (exp(max_b - max) / the sum over blocks).
 
         Returns:
@@ -154,7 +153,7 @@ class ExternalAttention(nn.Module):
         exps, maxes, sums = [], [], []
         for i in range(0, x.shape[1], self.chunk_tokens):
             z = linear(x[:, i:i + self.chunk_tokens], wa, None, fast)  # (B, t, 4h*S)
-            zmax = z.detach().amax(dim=1, keepdim=True)  # (B, 1, 4h*S)
+            zmax = z.amax(dim=1, keepdim=True)  # (B, 1, 4h*S)
             e = (z - zmax).exp_()
             exps.append(e)
             maxes.append(zmax)
