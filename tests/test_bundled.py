@@ -210,6 +210,52 @@ def test_make_weights_starts_the_seg_trunk_from_the_classifier_made_in_the_same_
     assert ("start", "ff_vit_micro.seg_scenes") not in events
 
 
+def _run_records(first, last, val_every=500, log_every=50):
+    """mmengine's ``scalars.json`` records of an iteration loop from ``first`` to ``last``: a training record every
+    ``log_every`` iterations and a validation after every ``val_every``-th."""
+    out = []
+    for it in range(first, last + 1, log_every):
+        out.append({"iter": it, "step": it, "loss": 1.0 / it})
+        if it % val_every == 0:
+            out.append({"mIoU": it / 100, "step": it})
+    return out
+
+
+def test_a_resumed_training_is_one_curve_and_its_time_counts_the_run_before(tmp_path, monkeypatch):
+    """``--resume`` after a run died at 1,800 iterations goes on from ``iter_1000.pth``: the curve is the first run
+    up to that checkpoint and the resumed run after it (no iteration twice, the dead run's validation at 1,500
+    dropped), and the training time adds the first run's time up to the checkpoint."""
+    import time
+    mw = _make_weights()
+    dead, resumed = _run_records(50, 1800), _run_records(1050, 3000)
+    curve = mw.merge_runs([dead, resumed])
+    iters = [r["iter"] for r in curve if "iter" in r]
+    assert iters == list(range(50, 3001, 50))
+    assert [r["step"] for r in curve if "mIoU" in r] == [500, 1000, 1500, 2000, 2500, 3000]
+    assert next(r for r in curve if r.get("mIoU") == 15.0) is resumed[next(
+        i for i, r in enumerate(resumed) if r.get("mIoU") == 15.0)]
+    # a resume stopped early and resumed again from the same checkpoint: its records go too
+    assert mw.merge_runs([dead, _run_records(1050, 1400), resumed]) == curve
+    assert mw.merge_runs([resumed]) == resumed
+    # the time: from the dead run's start (its folder's name) to the checkpoint it wrote
+    tag = "effa_vit_micro.seg_scenes"
+    work = tmp_path / "w" / tag
+    (work / "20261203_121902").mkdir(parents=True)
+    ckpt = work / "iter_1000.pth"
+    ckpt.write_bytes(b"")
+    start = time.mktime(time.strptime("20261203_121902", "%Y%m%d_%H%M%S"))
+    os.utime(ckpt, (start + 651, start + 651))
+    (work / "last_checkpoint").write_text(str(ckpt))
+    commands, packaged = [], {}
+    monkeypatch.setattr(mw, "_run", lambda cmd, log, env: commands.append(cmd))
+    monkeypatch.setattr(mw, "package", lambda tag, config, args, train_s=None: packaged.update(train_s=train_s))
+    args = mw.parse_args(["--work-root", str(tmp_path / "w"), "--out", str(tmp_path / "o"), "--resume"])
+    mw.make_one(tag, "configs/seg/x.py", args)
+    assert "--resume" in commands[0] and (work / "20261203_121902").is_dir()  # nothing of the first run removed
+    assert json.loads((work / "resumed.json").read_text()) == [dict(checkpoint="iter_1000.pth", earlier_seconds=651)]
+    assert 651 <= packaged["train_s"] < 651 + 60
+
+
 def test_make_weights_publishes_float16_and_scores_the_published_folder(tmp_path):
     """One tag through the whole of ``tools/make_weights.py`` (one training epoch): the folder stores float16, its
     card carries the metrics of ``tools/test.py --pretrained local-dir:`` on that folder, and the record keeps the

@@ -22,6 +22,9 @@ float32 checkpoint's as ``checkpoint_metrics``. ``--repack`` rewrites float32 fo
 samples, took 20-30 minutes per job on the 2-core AVX2 EPYC, docs/weights.md): ``test_evaluator.0.scores=[]`` keeps
 only the Fashion-MNIST classifier's scores.
 
+``--resume`` goes on with stopped trainings from their last checkpoints instead of starting again; the record joins
+the runs' curves at that checkpoint and counts the stopped runs' time up to it (``resumed``).
+
 ``--package-only`` redoes steps 3-4 from the finished trainings in the work dirs (after a change to the card or
 the config.json layout), without training again (and without testing again when the test metrics exist).
 
@@ -114,12 +117,48 @@ def _last_checkpoint(work_dir):
 
 
 def _curve(work_dir):
-    """The newest run's ``vis_data/scalars.json`` under ``work_dir`` (one JSON record per logged step)."""
+    """The training's ``vis_data/scalars.json`` records under ``work_dir`` (one JSON record per logged step), made
+    one curve over its runs (``merge_runs``) when it was resumed."""
     runs = sorted(glob.glob(osp.join(work_dir, "2*", "vis_data", "scalars.json")))
     if not runs:
         raise FileNotFoundError(f"no vis_data/scalars.json under {work_dir}")
-    with open(runs[-1]) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    records = []
+    for path in runs:
+        with open(path) as f:
+            records.append([json.loads(line) for line in f if line.strip()])
+    return merge_runs(records)
+
+
+def merge_runs(runs):
+    """One curve from the records of a training's runs, oldest first.
+
+    A run started with ``--resume`` goes on from the last checkpoint, so what the run before it logged after that
+    checkpoint was done again: each earlier run is cut at its first training record (one with ``iter``) at or past
+    the next run's first logged iteration, together with the evaluations logged after it. An evaluation logged by the
+    run that was cut between the checkpoint and its next training record would be kept twice; the configs here
+    evaluate on logged iterations only.
+    """
+    merged = []
+    for records in runs:
+        first = next((r["iter"] for r in records if "iter" in r), None)
+        if first is not None:
+            merged = merged[:next((i for i, r in enumerate(merged) if r.get("iter", -1) >= first), len(merged))]
+        merged += records
+    return merged
+
+
+def _resume_point(work_dir):
+    """``dict(checkpoint, earlier_seconds)`` for a training resumed in ``work_dir``: the checkpoint it goes on from
+    and the time from the start of the run that wrote it (mmengine names a run's folder by its start) to the
+    checkpoint; None when there is nothing to resume."""
+    if not osp.isfile(osp.join(work_dir, "last_checkpoint")):
+        return None
+    ckpt = _last_checkpoint(work_dir)
+    written = osp.getmtime(ckpt)
+    starts = [time.mktime(time.strptime(osp.basename(r), "%Y%m%d_%H%M%S"))
+              for r in glob.glob(osp.join(work_dir, "2*_*")) if osp.isdir(r)]
+    start = max((t for t in starts if t <= written), default=None)
+    return dict(checkpoint=osp.basename(ckpt), earlier_seconds=round(written - start, 1) if start else None)
 
 
 def _job(tag, args):
@@ -166,10 +205,25 @@ def make_one(tag, config, args):
             json.dump(init, f, indent=1)
     train = [py, "tools/train.py", config, "--work-dir", work_dir, "--cfg-options",
              f"randomness.seed={args.seed}", "randomness.deterministic=True", *init_options, *args.cfg_options]
+    earlier = 0.0
     if args.resume:
         train.append("--resume")
+        point = _resume_point(work_dir)
+        if point:  # the training time counts the runs before, up to the checkpoints they were resumed from
+            path = osp.join(work_dir, "resumed.json")
+            points = _read_json(path, []) + [point]
+            with open(path, "w") as f:
+                json.dump(points, f, indent=1)
+            earlier = sum(p["earlier_seconds"] or 0.0 for p in points)
     _run(train, log, env)
-    return package(tag, config, args, train_s=round(time.time() - t0, 1))
+    return package(tag, config, args, train_s=round(time.time() - t0 + earlier, 1))
+
+
+def _read_json(path, default):
+    if not osp.isfile(path):
+        return default
+    with open(path) as f:
+        return json.load(f)
 
 
 def _test_published(tag, config, folder, work_dir, args, log, env):
@@ -319,6 +373,9 @@ def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, 
     if osp.isfile(init_path):  # the weights the trunk started from (make_one)
         with open(init_path) as f:
             measured["trunk_init"] = json.load(f)
+    resumed = _read_json(osp.join(work_dir, "resumed.json"), None)
+    if resumed:  # make_one --resume: the checkpoints the training went on from
+        measured["resumed"] = resumed
     record = dict(tag=tag, config=config, **trained_with, train_seconds=train_s,
                   checkpoint=ckpt if keep_curve else osp.join(_in_repo(args.work_root), tag, osp.basename(ckpt)),
                   metrics=metrics, **measured,
