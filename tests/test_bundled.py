@@ -224,7 +224,7 @@ def _run_records(first, last, val_every=500, log_every=50):
 def test_a_resumed_training_is_one_curve_and_its_time_counts_the_run_before(tmp_path, monkeypatch):
     """``--resume`` after a run died at 1,800 iterations goes on from ``iter_1000.pth``: the curve is the first run
     up to that checkpoint and the resumed run after it (no iteration twice, the dead run's validation at 1,500
-    dropped), and the training time adds the first run's time up to the checkpoint."""
+    dropped), and the training time adds the first run's time up to the checkpoint, also when packaged again."""
     import time
     mw = _make_weights()
     dead, resumed = _run_records(50, 1800), _run_records(1050, 3000)
@@ -254,6 +254,18 @@ def test_a_resumed_training_is_one_curve_and_its_time_counts_the_run_before(tmp_
     assert "--resume" in commands[0] and (work / "20261203_121902").is_dir()  # nothing of the first run removed
     assert json.loads((work / "resumed.json").read_text()) == [dict(checkpoint="iter_1000.pth", earlier_seconds=651)]
     assert 651 <= packaged["train_s"] < 651 + 60
+    # packaged again: the record's time when the record is of this checkpoint, else the work dir's runs
+    (work / "20261203_125712").mkdir()
+    ckpt = work / "iter_12000.pth"
+    ckpt.write_bytes(b"")
+    resumed_start = time.mktime(time.strptime("20261203_125712", "%Y%m%d_%H%M%S"))
+    os.utime(ckpt, (resumed_start + 4700, resumed_start + 4700))
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps(dict(checkpoint="work_dirs/weights/x/iter_6000.pth", train_seconds=7000.0)))
+    assert mw._packaged_train_seconds(str(rec), "w/x/iter_12000.pth", str(work), str(ckpt)) == 651 + 4700
+    rec.write_text(json.dumps(dict(checkpoint="w/x/iter_12000.pth", train_seconds=5400.0)))
+    assert mw._packaged_train_seconds(str(rec), "w/x/iter_12000.pth", str(work), str(ckpt)) == 5400.0
+    assert mw._packaged_train_seconds(str(tmp_path / "none.json"), "c", str(tmp_path), str(ckpt)) is None
 
 
 def test_make_weights_publishes_float16_and_scores_the_published_folder(tmp_path):

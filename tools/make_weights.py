@@ -219,6 +219,28 @@ def make_one(tag, config, args):
     return package(tag, config, args, train_s=round(time.time() - t0 + earlier, 1))
 
 
+def _packaged_train_seconds(rec_path, ckpt_rec, work_dir, ckpt):
+    """The training time of a checkpoint packaged again (``--package-only``): the record's at ``rec_path`` when that
+    record is of this checkpoint (``ckpt_rec``, its name in records), else from the work dir (``_runs_seconds``):
+    a study's trainings packaged over the bundled records must not take the bundled runs' times."""
+    old = _read_json(rec_path, {})
+    if old.get("checkpoint") == ckpt_rec and old.get("train_seconds") is not None:
+        return old["train_seconds"]
+    return _runs_seconds(work_dir, ckpt)
+
+
+def _runs_seconds(work_dir, ckpt):
+    """The training time of ``ckpt`` from its work dir alone: from the newest run's start (mmengine names a run's
+    folder by it) to the checkpoint, plus the stopped runs' time before a resume (``resumed.json``); None without
+    runs."""
+    runs = sorted(glob.glob(osp.join(work_dir, "2*_*")))
+    if not runs:
+        return None
+    start = time.mktime(time.strptime(osp.basename(runs[-1]), "%Y%m%d_%H%M%S"))
+    earlier = sum(p["earlier_seconds"] or 0.0 for p in _read_json(osp.join(work_dir, "resumed.json"), []))
+    return round(osp.getmtime(ckpt) - start + earlier, 1)
+
+
 def _read_json(path, default):
     if not osp.isfile(path):
         return default
@@ -360,14 +382,9 @@ def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, 
         measured["throughput"] = keep_throughput
     measured["dtype"] = args.dtype
     rec_path = osp.join(args.results, "metrics", f"{tag}.json")
-    if train_s is None and osp.isfile(rec_path):  # packaging only: keep the training time measured before
-        with open(rec_path) as f:
-            train_s = json.load(f).get("train_seconds")
-    if train_s is None:  # from the run's start (mmengine names its log folder by it) to the last checkpoint
-        runs = sorted(glob.glob(osp.join(work_dir, "2*_*")))
-        if runs:
-            start = time.mktime(time.strptime(osp.basename(runs[-1]), "%Y%m%d_%H%M%S"))
-            train_s = round(osp.getmtime(ckpt) - start, 1)
+    ckpt_rec = ckpt if keep_curve else osp.join(_in_repo(args.work_root), tag, osp.basename(ckpt))
+    if train_s is None:  # packaging only
+        train_s = _packaged_train_seconds(rec_path, ckpt_rec, work_dir, ckpt)
     trained_with = trained_with or dict(seed=args.seed, threads=args.threads)  # the training's, not the test's
     init_path = osp.join(work_dir, "trunk_init.json")
     if osp.isfile(init_path):  # the weights the trunk started from (make_one)
@@ -377,7 +394,7 @@ def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, 
     if resumed:  # make_one --resume: the checkpoints the training went on from
         measured["resumed"] = resumed
     record = dict(tag=tag, config=config, **trained_with, train_seconds=train_s,
-                  checkpoint=ckpt if keep_curve else osp.join(_in_repo(args.work_root), tag, osp.basename(ckpt)),
+                  checkpoint=ckpt_rec,
                   metrics=metrics, **measured,
                   command=f"python tools/make_weights.py --tags {tag} --seed {args.seed}{_recipe_flags(tag, args)}"
                           f"{_test_flags(args)}")
