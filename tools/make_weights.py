@@ -155,10 +155,20 @@ def _resume_point(work_dir):
         return None
     ckpt = _last_checkpoint(work_dir)
     written = osp.getmtime(ckpt)
-    starts = [time.mktime(time.strptime(osp.basename(r), "%Y%m%d_%H%M%S"))
-              for r in glob.glob(osp.join(work_dir, "2*_*")) if osp.isdir(r)]
-    start = max((t for t in starts if t <= written), default=None)
+    start = max((t for t in _run_starts(work_dir) if t <= written), default=None)
     return dict(checkpoint=osp.basename(ckpt), earlier_seconds=round(written - start, 1) if start else None)
+
+
+def _run_starts(work_dir):
+    """The start times of the training runs in ``work_dir``, oldest first (mmengine names a run's folder by its
+    start, ``%Y%m%d_%H%M%S``)."""
+    return sorted(time.mktime(time.strptime(osp.basename(r), "%Y%m%d_%H%M%S"))
+                  for r in glob.glob(osp.join(work_dir, "2*_*")) if osp.isdir(r))
+
+
+def _resumed_seconds(work_dir):
+    """The stopped runs' time up to the checkpoints a training was resumed from (``resumed.json``, make_one)."""
+    return sum(p["earlier_seconds"] or 0.0 for p in _read_json(osp.join(work_dir, "resumed.json"), []))
 
 
 def _job(tag, args):
@@ -214,7 +224,7 @@ def make_one(tag, config, args):
             points = _read_json(path, []) + [point]
             with open(path, "w") as f:
                 json.dump(points, f, indent=1)
-            earlier = sum(p["earlier_seconds"] or 0.0 for p in points)
+            earlier = _resumed_seconds(work_dir)
     _run(train, log, env)
     return package(tag, config, args, train_s=round(time.time() - t0 + earlier, 1))
 
@@ -230,15 +240,12 @@ def _packaged_train_seconds(rec_path, ckpt_rec, work_dir, ckpt):
 
 
 def _runs_seconds(work_dir, ckpt):
-    """The training time of ``ckpt`` from its work dir alone: from the newest run's start (mmengine names a run's
-    folder by it) to the checkpoint, plus the stopped runs' time before a resume (``resumed.json``); None without
-    runs."""
-    runs = sorted(glob.glob(osp.join(work_dir, "2*_*")))
-    if not runs:
+    """The training time of ``ckpt`` from its work dir alone: from the newest run's start to the checkpoint, plus the
+    stopped runs' time before a resume; None without runs."""
+    starts = _run_starts(work_dir)
+    if not starts:
         return None
-    start = time.mktime(time.strptime(osp.basename(runs[-1]), "%Y%m%d_%H%M%S"))
-    earlier = sum(p["earlier_seconds"] or 0.0 for p in _read_json(osp.join(work_dir, "resumed.json"), []))
-    return round(osp.getmtime(ckpt) - start + earlier, 1)
+    return round(osp.getmtime(ckpt) - starts[-1] + _resumed_seconds(work_dir), 1)
 
 
 def _read_json(path, default):
