@@ -138,6 +138,39 @@ def test_zoo_config_rebuilds_the_architecture():
     assert {k: v.shape for k, v in a.items()} == {k: v.shape for k, v in b.items()}
 
 
+def test_the_neck_rescaling_of_a_config_is_recorded_and_rebuilt():
+    """The neck's rescaling holds no weights, so only zoo_config can carry it: a segmentor built from a config
+    that changes it (the patch-4 scenes configs: 2, 1, 1/2, 1/4) must record it and rebuild the same outputs."""
+    from mmengine.registry import DefaultScope
+    from mmseg.registry import MODELS
+    from zoo.heads.seg import NECK_SCALES, model_cfg
+    cfg = model_cfg("sa_vit_micro", **dict(SMALL, patch_size=4))
+    cfg.neck.scales = [2, 1, 0.5, 0.25]  # as configs/seg/_base_/models/upernet_zoo-vit-micro-p4_scenes.py does
+    with DefaultScope.overwrite_default_scope("mmseg"):
+        built = MODELS.build(cfg)
+    built.init_weights()
+    args = json.loads(json.dumps(built.zoo_config))["args"]
+    assert args["neck_scales"] == [2, 1, 0.5, 0.25]
+    again = zoo.load("sa_vit_micro", task="seg", **args)
+    assert again.neck.scales == [2, 1, 0.5, 0.25]
+    again.load_state_dict(built.state_dict())
+    x = torch.randn(2, 3, 64, 64)
+    default = zoo.load("sa_vit_micro", task="seg", **dict(SMALL, patch_size=4))
+    default.load_state_dict(built.state_dict())  # loads without a key mismatch, yet is another model
+    with torch.no_grad():
+        ref = built.eval()(x)
+        assert torch.allclose(again.eval()(x), ref, atol=1e-5)
+        assert not torch.allclose(default.eval()(x), ref, atol=1e-2)
+    # the heads' defaults are not recorded; a wrong count or an unsupported factor is refused by name
+    assert "neck_scales" not in default.zoo_config["args"] and default.neck.scales == NECK_SCALES["uper"]
+    with pytest.raises(ValueError, match="one factor per trunk map"):
+        zoo.load("sa_vit_micro", task="seg", **SMALL, neck_scales=[2, 1])
+    with pytest.raises(ValueError, match="Feature2Pyramid rescales by"):
+        zoo.load("sa_vit_micro", task="seg", **SMALL, decode_head="segformer", neck_scales=[8, 1, 0.5, 0.25])
+    light = zoo.load("sa_vit_micro", task="seg", **SMALL, decode_head="segformer", neck_scales=[4, 2, 1, 0.5])
+    assert light.zoo_config["args"]["neck_scales"] == [4, 2, 1, 0.5] and light.neck.rescales == [4, 2, 1, 0.5]
+
+
 def test_checkpoint_survives_init_weights(tmp_path):
     from safetensors.torch import save_file
     src = zoo.load("effa_vit_micro", task="seg", **SMALL)

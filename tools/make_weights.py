@@ -315,14 +315,21 @@ def repack(tag, config, args):
     generator) without its training run. When that changes the stored tensors (float32 -> float16), the folder is
     tested and measured again like a new one, the curve and training time kept; a folder already rounded to another
     precision is refused (it would be rounded twice). When the tensors come out the same (a rewrite for a new
-    header or config.json layout), its metrics still hold and nothing is measured again."""
+    header or config.json layout), its metrics still hold and nothing is measured again. The architecture is the one
+    the folder's training config builds (its weights loaded from the folder), and the rewritten folder must rebuild
+    that model (``check_rebuilds``): so a repack also completes a config.json that missed a constructor choice."""
     import zoo
     from zoo import hub
+    from tasks.common.evaluate import build_runner, check_rebuilds, zoo_model_of
     work_dir, log, env = _job(tag, args)
     os.makedirs(work_dir, exist_ok=True)
     out = osp.join(args.out, tag)
     cfg = hub.read_config(osp.join(out, "config.json"))
-    model = zoo.load(f"local-dir:{osp.abspath(out)}")
+    # The architecture comes from the training config, the weights from the folder: a config.json that missed a
+    # constructor choice (one without weights, e.g. the neck's rescaling) is written again complete.
+    ref = f"local-dir:{osp.abspath(out)}"
+    trained_with = osp.join(ROOT, cfg["training_config"])
+    model = zoo_model_of(build_runner(trained_with, zoo.load(ref), max_samples=1), ref).eval()
     staging = out + ".new"
     shutil.rmtree(staging, ignore_errors=True)
     extra = {k: cfg[k] for k in ("hf_hub_id", "training") if k in cfg}
@@ -333,6 +340,7 @@ def repack(tag, config, args):
                             input_spec=cfg["input"], license=cfg["license"], extra=extra, dtype=args.dtype)
 
     save(cfg["metrics"])
+    check_rebuilds(trained_with, f"local-dir:{osp.abspath(staging)}")
     if _same_tensors(osp.join(out, "model.safetensors"), osp.join(staging, "model.safetensors")):
         shutil.rmtree(out)
         os.replace(staging, out)
@@ -422,18 +430,6 @@ def _in_repo(path):
     return path if rel.startswith("..") else rel
 
 
-def _example_input(model, task, batch):
-    """A fixed random input of the model's own size (its pretrained_cfg / config.json)."""
-    import torch
-    g = torch.Generator().manual_seed(0)
-    cfg = model.pretrained_cfg
-    if task in ("pcls", "pseg"):
-        points = torch.randn(batch, cfg["num_points"], 3, generator=g)
-        return (points,) if task == "pcls" else (points, torch.zeros(batch, dtype=torch.long))
-    c, h, w = cfg["input_size"]
-    return (torch.randn(batch, c, h, w, generator=g),)
-
-
 def cpu_name():
     """The CPU's model name (``/proc/cpuinfo``), for speed figures."""
     import platform
@@ -453,9 +449,10 @@ def post_measure(folder, samples_png=None):
     from torch.utils import benchmark
 
     import zoo
-    from tasks.common.evaluate import SLICE_OPTIONS, config_of, evaluate
+    from tasks.common.evaluate import SLICE_OPTIONS, check_rebuilds, config_of, evaluate, example_input
     torch.set_num_threads(1)
     ref = f"local-dir:{osp.abspath(folder)}"
+    check_rebuilds(config_of(ref), ref)  # what zoo.load gives is the model the slice and the card score
     model = zoo.load(ref).eval()
     task = model.zoo_config["task"]
     batch, unit = THROUGHPUT_BATCH[task]
@@ -463,7 +460,7 @@ def post_measure(folder, samples_png=None):
         if task == "gen":
             stmt, glb = "m.sample(b, seed=0)", dict(m=model, b=batch)
         else:
-            stmt, glb = "m(*x)", dict(m=model, x=_example_input(model, task, batch))
+            stmt, glb = "m(*x)", dict(m=model, x=example_input(model, task, batch))
         timer = benchmark.Timer(stmt=stmt, globals=glb, num_threads=1)
         t = timer.blocked_autorange(min_run_time=3.0)
     if samples_png:

@@ -101,3 +101,53 @@ def evaluate(config, weights, work_dir=None, max_samples=None, cfg_options=None)
     runner = build_runner(config, weights, work_dir, max_samples, cfg_options)
     metrics = runner.test()
     return {k: float(v.item() if hasattr(v, "item") else v) for k, v in metrics.items()}
+
+
+def example_input(model, task, batch):
+    """A fixed random input of the model's own size (its ``pretrained_cfg`` / ``config.json``), as a tuple of
+    positional arguments: images for cls and seg, points (and category 0) for pcls and pseg."""
+    import torch
+    g = torch.Generator().manual_seed(0)
+    cfg = model.pretrained_cfg
+    if task in ("pcls", "pseg"):
+        points = torch.randn(batch, cfg["num_points"], 3, generator=g)
+        return (points,) if task == "pcls" else (points, torch.zeros(batch, dtype=torch.long))
+    c, h, w = cfg["input_size"]
+    return (torch.randn(batch, c, h, w, generator=g),)
+
+
+def check_rebuilds(config, weights, atol=1e-4):
+    """Fail unless ``zoo.load(weights)`` is the model that ``config`` evaluates with those weights.
+
+    The scores of a checkpoint come from ``config``'s model holding its weights (``evaluate``), while users get what
+    ``config.json`` rebuilds. A constructor choice the config makes that ``config.json`` does not record and that
+    holds no weights (a neck's rescaling, say) loads without a key mismatch and scores far below the card. So both
+    models run one fixed input (a generator: 2 samples of seed 0) in eval mode and must agree to ``atol`` (float
+    rounding between the two builds). Returns the largest difference; raises ``ValueError`` naming the
+    ``zoo_config`` arguments that differ.
+    """
+    import torch
+    import zoo
+    from zoo import hub
+    loaded = (zoo.load(weights) if isinstance(weights, str) else weights).eval()
+    runner = build_runner(config, loaded, max_samples=1)
+    built = zoo_model_of(runner, f"{weights}").eval()
+    task = loaded.zoo_config["task"]
+    with torch.no_grad():
+        if task == "gen":
+            a, b = loaded.sample(2, seed=0), built.sample(2, seed=0)
+        else:
+            x = example_input(loaded, task, 2)
+            a, b = loaded(*x), built(*x)
+    diff = (a.float() - b.float()).abs().max().item() if a.shape == b.shape else float("inf")
+    if not diff <= atol:
+        name = loaded.zoo_config["name"]
+        mine = hub.effective_args(name, task, loaded.zoo_config["args"])
+        theirs = hub.effective_args(name, task, built.zoo_config["args"])
+        args = ", ".join(f"{k}: config.json {mine.get(k)!r} vs {osp.relpath(config, ROOT)} {theirs.get(k)!r}"
+                         for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k))
+        raise ValueError(f"{weights}: zoo.load rebuilds another model than {config} scored (outputs differ by "
+                         f"{diff:.3g} on a fixed input; constructor arguments that differ: {args or 'none'}). "
+                         f"Publish the folder again from the model the config builds (tools/make_weights.py "
+                         f"--repack) so that config.json records the architecture.")
+    return diff

@@ -400,6 +400,11 @@ class ZooEncoderDecoder(EncoderDecoder):
         head = next((k for k, v in DECODE_HEADS.items() if v == type(self.decode_head).__name__), None)
         if head is not None and head != "uper":
             args["decode_head"] = head
+        # The neck's rescaling is part of the architecture (no weights show it): record it when it is not the head's
+        # default, so that zoo.load rebuilds the maps the head was trained on.
+        scales = neck_scales_of(self.neck) if self.with_neck else None
+        if head is not None and scales is not None and scales != NECK_SCALES[head]:
+            args["neck_scales"] = scales
         # mmseg-compatibility switches, recorded only when they differ from the zoo's defaults
         for key, value, default in (("final_norm", bb.final_norm, False), ("class_token", bb.class_token, True),
                                     ("padded_logits", self.padded_logits, "crop"),
@@ -525,25 +530,42 @@ DECODE_HEADS = {"uper": "UPerHead", "segformer": "SegformerHead"}
 HEAD_DEFAULTS = {"uper": (512, 256), "segformer": (128, 0)}
 
 
-def _decode_head_cfg(kind, num_classes, channels, norm_cfg):
-    """Neck and decode head of ``kind`` (see ``DECODE_HEADS``) as mmseg dicts."""
+# Default rescaling of the four trunk maps by the neck, per head: MultiLevelNeck's ``scales`` for UPerNet (strides
+# 4-32 from a stride-16 trunk), Feature2Pyramid's ``rescales`` for the light head (strides 8-64).
+NECK_SCALES = {"uper": [4, 2, 1, 0.5], "segformer": [2, 1, 0.5, 0.25]}
+
+
+def neck_scales_of(neck):
+    """The rescaling factors of a built neck (``MultiLevelNeck.scales`` / ``Feature2Pyramid.rescales``), or None."""
+    scales = getattr(neck, "scales", None)
+    scales = getattr(neck, "rescales", None) if scales is None else scales
+    return None if scales is None else [float(s) if s % 1 else int(s) for s in scales]
+
+
+def _decode_head_cfg(kind, num_classes, channels, norm_cfg, neck_scales=None):
+    """Neck and decode head of ``kind`` (see ``DECODE_HEADS``) as mmseg dicts; ``neck_scales`` replaces the neck's
+    default rescaling (``NECK_SCALES``)."""
     common = dict(in_index=[0, 1, 2, 3], channels=channels, dropout_ratio=0.1, num_classes=num_classes,
                   norm_cfg=norm_cfg, align_corners=False,
                   loss_decode=dict(type="CrossEntropyLoss", use_sigmoid=False, loss_weight=1.0))
+    if kind not in DECODE_HEADS:
+        raise ValueError(f"decode_head must be one of {sorted(DECODE_HEADS)}, got {kind!r}")
+    scales = list(NECK_SCALES[kind] if neck_scales is None else neck_scales)
+    if len(scales) != len(NECK_SCALES[kind]):
+        raise ValueError(f"neck_scales needs one factor per trunk map ({len(NECK_SCALES[kind])}), got {scales}")
     if kind == "uper":
-        return dict(type="MultiLevelNeck", scales=[4, 2, 1, 0.5]), dict(type="UPerHead", pool_scales=(1, 2, 3, 6),
-                                                                         **common)
-    if kind == "segformer":
-        # The light head (configs/seg/_base_/models/segformerhead_zoo-vit.py): BEiT's Feature2Pyramid at strides
-        # 8, 16, 32, 64 (one transposed conv up, max-pools down) and SegFormer's all-MLP head fused at stride 8.
-        return (dict(type="Feature2Pyramid", rescales=[2, 1, 0.5, 0.25], norm_cfg=norm_cfg),
-                dict(type="SegformerHead", **common))
-    raise ValueError(f"decode_head must be one of {sorted(DECODE_HEADS)}, got {kind!r}")
+        return dict(type="MultiLevelNeck", scales=scales), dict(type="UPerHead", pool_scales=(1, 2, 3, 6), **common)
+    # The light head (configs/seg/_base_/models/segformerhead_zoo-vit.py): BEiT's Feature2Pyramid at strides
+    # 8, 16, 32, 64 (one transposed conv up, max-pools down) and SegFormer's all-MLP head fused at stride 8.
+    allowed = {4, 2, 1, 0.5, 0.25}
+    if not set(scales) <= allowed:
+        raise ValueError(f"Feature2Pyramid rescales by {sorted(allowed)} only, got neck_scales={scales}")
+    return dict(type="Feature2Pyramid", rescales=scales, norm_cfg=norm_cfg), dict(type="SegformerHead", **common)
 
 
 def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, channels=None, aux_channels=None,
               drop_path_rate=0.1, norm_type="BN", test_cfg=None, out_indices=None, final_norm=False, class_token=True,
-              padded_logits="crop", decode_head="uper"):
+              padded_logits="crop", decode_head="uper", neck_scales=None):
     """The UPerNet recipe as an mmseg model dict (what ``configs/seg/_base_/models/upernet_zoo-vit.py`` spells out),
     or with ``decode_head="segformer"`` the light one (``configs/seg/_base_/models/segformerhead_zoo-vit.py``).
 
@@ -563,6 +585,8 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
         padded_logits: ``crop`` or ``stretch`` (mmseg), see ``ZooEncoderDecoder``.
         decode_head: ``"uper"`` (UPerNet: MultiLevelNeck + UPerHead) or ``"segformer"`` (Feature2Pyramid at
             strides 8-64 + SegformerHead; ~100x less head time than UPerNet at 1024 px, docs/BENCHMARKS.md).
+        neck_scales: How the neck rescales the four trunk maps (default ``NECK_SCALES[decode_head]``); e.g.
+            ``[2, 1, 0.5, 0.25]`` keeps UPerNet's maps at strides 2-16 for a patch-4 trunk, as the scenes configs do.
     """
     crop = _pair(img_size)
     norm_cfg = dict(type=norm_type, requires_grad=True)
@@ -570,7 +594,7 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
         raise ValueError(f"decode_head must be one of {sorted(DECODE_HEADS)}, got {decode_head!r}")
     channels = HEAD_DEFAULTS[decode_head][0] if channels is None else channels
     aux_channels = HEAD_DEFAULTS[decode_head][1] if aux_channels is None else aux_channels
-    neck, head = _decode_head_cfg(decode_head, num_classes, channels, norm_cfg)
+    neck, head = _decode_head_cfg(decode_head, num_classes, channels, norm_cfg, neck_scales)
     if test_cfg is None:
         test_cfg = (dict(mode="slide", crop_size=crop, stride=slide_stride(crop)) if is_fixed_tokens(name)
                     else dict(mode="whole"))
@@ -596,7 +620,8 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
 
 def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_size=512, patch_size=16, in_chans=3,
           channels=None, aux_channels=None, drop_path_rate=0.0, norm_type="BN", test_cfg=None, backbone_checkpoint=None,
-          out_indices=None, final_norm=False, class_token=True, padded_logits="crop", decode_head="uper"):
+          out_indices=None, final_norm=False, class_token=True, padded_logits="crop", decode_head="uper",
+          neck_scales=None):
     """Build the UPerNet (or, with ``decode_head="segformer"``, the light-head) segmentor for ``model_name``
     (``zoo.load(name, task='seg', ...)`` lands here).
 
@@ -609,7 +634,8 @@ def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_si
         out_indices, final_norm, class_token, padded_logits: mmseg-compatibility options (see ``model_cfg``);
             mmseg's UPerNet + DeiT ``_mln_`` ADE20K weights need ``padded_logits="stretch"`` to give mmseg's logits
             on inputs whose sides are not multiples of 16 (``zoo.convert`` loads their layout).
-        decode_head: ``"uper"`` or ``"segformer"`` (the light head), see ``model_cfg``.
+        decode_head, neck_scales: The decode head (``"uper"`` or ``"segformer"``, the light head) and the neck's
+            rescaling of the trunk maps, see ``model_cfg``.
 
     Returns:
         A ``ZooEncoderDecoder`` in train mode with mmseg's head initialisation applied (so a later
@@ -620,7 +646,7 @@ def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_si
     cfg = model_cfg(model_name, num_classes=num_classes, img_size=img_size, patch_size=patch_size, in_chans=in_chans,
                     channels=channels, aux_channels=aux_channels, drop_path_rate=drop_path_rate, norm_type=norm_type,
                     test_cfg=test_cfg, out_indices=out_indices, final_norm=final_norm, class_token=class_token,
-                    padded_logits=padded_logits, decode_head=decode_head)
+                    padded_logits=padded_logits, decode_head=decode_head, neck_scales=neck_scales)
     cfg.pop("type")
     # sub-modules (data preprocessor, heads) live in mmseg's registry
     with DefaultScope.overwrite_default_scope("mmseg"):
