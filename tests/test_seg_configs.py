@@ -283,3 +283,32 @@ def test_tta_turns_the_logits_back_on():
     assert cfg.model.test_cfg.return_logits is False
     tool.apply_tta(cfg)
     assert cfg.model.type == "SegTTAModel" and cfg.model.module.test_cfg.return_logits is True
+
+
+def test_publish_writes_the_neck_rescaling_and_refuses_a_folder_that_loads_as_another_model(tmp_path, monkeypatch):
+    """tools/publish.py from a patch-4 scenes checkpoint: config.json records the neck's 2, 1, 1/2, 1/4 and the
+    folder loads as the checkpoint's model. If zoo_config missed it (as it once did), nothing is written silently:
+    publish stops and names the argument."""
+    import json
+
+    import zoo
+    from tests.load_tool import load_tool
+    publish = load_tool("publish")
+    config = os.path.join(ROOT, "configs/seg/upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64.py")
+    trained = zoo.load("sa_vit_micro.seg_scenes")
+    ckpt, metrics = tmp_path / "iter_12000.pth", tmp_path / "metrics.json"
+    torch.save(dict(state_dict=trained.state_dict(), meta=dict(iter=12000)), ckpt)
+    metrics.write_text(json.dumps(dict(mIoU=44.59)))
+    argv = ["--config", config, "--checkpoint", str(ckpt), "--repo-id", "zoo-models/sa_vit_micro.seg_scenes",
+            "--metrics", str(metrics), "--tag", "sa_vit_micro.seg_scenes", "--no-upload"]
+    assert publish.main([*argv, "--out", str(tmp_path / "ok")]) == 0
+    with open(tmp_path / "ok" / "config.json") as f:
+        assert json.load(f)["args"]["neck_scales"] == [2, 1, 0.5, 0.25]
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        assert torch.equal(zoo.load(f"local-dir:{tmp_path / 'ok'}").eval()(x), trained.eval()(x))
+    monkeypatch.setattr("zoo.heads.seg.neck_scales_of", lambda neck: None)  # zoo_config forgets the neck
+    # both zoo_configs now agree (neither names the neck), so only the outputs can tell
+    with pytest.raises(SystemExit, match=r"zoo.load rebuilds another model than the model of configs/seg/upernet_sa"
+                                         r".* differ: none\)\. The model has a constructor choice"):
+        publish.main([*argv, "--out", str(tmp_path / "stale")])

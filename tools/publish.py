@@ -5,7 +5,9 @@
 
 Steps: read the metrics (refuses to publish without measured metrics), build the model from the mmengine config,
 read the training checkpoint and keep the model's weights only (optimizer, message hub, schedulers and EMA
-copies are dropped), write the published folder with ``zoo.save_pretrained``, upload its three files in ONE
+copies are dropped), write the published folder with ``zoo.save_pretrained``, check that ``zoo.load`` of that
+folder gives the checkpoint's model (same outputs on a fixed input with the weights as stored: a constructor choice
+that ``config.json`` missed would otherwise load silently as another model), upload its three files in ONE
 commit (a failed upload leaves the repo as it was), write ``results/<tag>.json`` and print the
 command that registers it (``make cards``).
 
@@ -280,7 +282,25 @@ def main(argv=None):
                                   input_spec=input_spec_from(cfg, args, model), license=args.license, extra=extra,
                                   dtype=args.dtype)
     log.info("wrote %s (model.safetensors sha256 %s)", out, written["weights"]["sha256"])
+    _check_rebuilds(out, model, config_name)
     return _upload(args, out, written, tag, name, task, f"--config {config_name}")
+
+
+def _check_rebuilds(out, model, config_name):
+    """The written folder must load (``zoo.load``) as the model the checkpoint holds: a constructor choice of the
+    config that ``config.json`` does not record (and no weight shows) would load silently as another model."""
+    import copy
+
+    import zoo
+    from tasks.common.evaluate import same_model
+    try:
+        loaded = zoo.load(f"local-dir:{os.path.abspath(out)}")
+        built = copy.deepcopy(model)
+        built.load_state_dict(loaded.state_dict())  # the weights as stored (--dtype may have rounded them)
+        same_model(loaded, built, out, f"the model of {config_name}",
+                   hint="The model has a constructor choice its zoo_config does not record; nothing was uploaded.")
+    except ValueError as e:
+        raise SystemExit(f"tools/publish.py: error: {e}") from None
 
 
 def _upload(args, out, written, tag, name, task, source_args):

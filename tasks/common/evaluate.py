@@ -122,16 +122,25 @@ def check_rebuilds(config, weights, atol=1e-4):
     The scores of a checkpoint come from ``config``'s model holding its weights (``evaluate``), while users get what
     ``config.json`` rebuilds. A constructor choice the config makes that ``config.json`` does not record and that
     holds no weights (a neck's rescaling, say) loads without a key mismatch and scores far below the card. So both
-    models run one fixed input (a generator: 2 samples of seed 0) in eval mode and must agree to ``atol`` (float
-    rounding between the two builds). Returns the largest difference; raises ``ValueError`` naming the
-    ``zoo_config`` arguments that differ.
+    models run one fixed input and must agree (``same_model``). Returns the largest difference.
     """
-    import torch
     import zoo
-    from zoo import hub
-    loaded = (zoo.load(weights) if isinstance(weights, str) else weights).eval()
+    loaded = zoo.load(weights) if isinstance(weights, str) else weights
     runner = build_runner(config, loaded, max_samples=1)
-    built = zoo_model_of(runner, f"{weights}").eval()
+    hint = ("Publish the folder again from the model the config builds (tools/make_weights.py --repack) so that "
+            "config.json records the architecture.")
+    return same_model(loaded, zoo_model_of(runner, f"{weights}"), f"{weights}", osp.relpath(config, ROOT), atol,
+                      hint)
+
+
+def same_model(loaded, built, loaded_name, built_name, atol=1e-4, hint=""):
+    """Fail unless ``loaded`` (what ``zoo.load`` rebuilt from a published folder) and ``built`` (the model that was
+    trained and scored) give the same outputs on one fixed input (a generator: 2 samples of seed 0), in eval mode,
+    to ``atol`` (float rounding between two builds). Returns the largest difference; raises ``ValueError`` naming
+    the ``zoo_config`` arguments that differ, and ``hint`` (what to do about it)."""
+    import torch
+    from zoo import hub
+    loaded, built = loaded.eval(), built.eval()
     task = loaded.zoo_config["task"]
     with torch.no_grad():
         if task == "gen":
@@ -144,10 +153,9 @@ def check_rebuilds(config, weights, atol=1e-4):
         name = loaded.zoo_config["name"]
         mine = hub.effective_args(name, task, loaded.zoo_config["args"])
         theirs = hub.effective_args(name, task, built.zoo_config["args"])
-        args = ", ".join(f"{k}: config.json {mine.get(k)!r} vs {osp.relpath(config, ROOT)} {theirs.get(k)!r}"
+        args = ", ".join(f"{k}: config.json {mine.get(k)!r} vs {built_name} {theirs.get(k)!r}"
                          for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k))
-        raise ValueError(f"{weights}: zoo.load rebuilds another model than {config} scored (outputs differ by "
+        raise ValueError(f"{loaded_name}: zoo.load rebuilds another model than {built_name} (outputs differ by "
                          f"{diff:.3g} on a fixed input; constructor arguments that differ: {args or 'none'}). "
-                         f"Publish the folder again from the model the config builds (tools/make_weights.py "
-                         f"--repack) so that config.json records the architecture.")
+                         + hint)
     return diff
