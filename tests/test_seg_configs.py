@@ -261,6 +261,14 @@ def test_config_builds_and_steps(path):
     pred = out[0].pred_sem_seg.data
     assert pred.shape[-2:] == out[0].metainfo["ori_shape"] and int(pred.max()) < n_cls
 
+    # 3) what a published folder of this model rebuilds (its zoo_config) is this model: same outputs, same weights
+    import zoo
+    again = zoo.load(f"{mixer}_vit_micro", task="seg", **model.zoo_config["args"]).eval()
+    again.load_state_dict(model.state_dict())
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.allclose(again(x), model(x), atol=1e-5), model.zoo_config
+
 
 def test_light_head_base_reads_the_recipe_of_zoo_load():
     """The light head's base config takes its model from zoo.heads.seg.model_cfg(decode_head='segformer'), as
