@@ -104,16 +104,20 @@ def evaluate(config, weights, work_dir=None, max_samples=None, cfg_options=None)
 
 
 def example_input(model, task, batch):
-    """A fixed random input of the model's own size (its ``pretrained_cfg`` / ``config.json``), as a tuple of
-    positional arguments: images for cls and seg, points (and category 0) for pcls and pseg."""
+    """A fixed random input of the model's own size, from the constructor arguments its ``zoo_config`` records (what
+    ``config.json`` stores, so a freshly built model and a loaded one get the same), as a tuple of positional
+    arguments: images for cls and seg, points (and category 0) for pcls and pseg."""
     import torch
+    from zoo import hub
     g = torch.Generator().manual_seed(0)
-    cfg = model.pretrained_cfg
+    zc = model.zoo_config
+    args = hub.effective_args(zc["name"], task, zc["args"])
     if task in ("pcls", "pseg"):
-        points = torch.randn(batch, cfg["num_points"], 3, generator=g)
+        points = torch.randn(batch, args["num_points"], args.get("in_dims", 3), generator=g)
         return (points,) if task == "pcls" else (points, torch.zeros(batch, dtype=torch.long))
-    c, h, w = cfg["input_size"]
-    return (torch.randn(batch, c, h, w, generator=g),)
+    size = args["img_size"]
+    h, w = (size, size) if isinstance(size, int) else size
+    return (torch.randn(batch, args.get("in_chans", 3), h, w, generator=g),)
 
 
 def check_rebuilds(config, weights, atol=1e-4):
