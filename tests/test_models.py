@@ -14,13 +14,15 @@ TINY = dict(img_size=32, patch_size=16, num_classes=5)  # 4 patches + cls token
 
 
 def test_registry_names():
-    vit = {f"{m}_vit_{s}" for m in ("sa", "ea", "effa", "ff") for s in ("micro", "tiny", "small", "base")}
+    vit = {f"{m}_vit_{s}" for m in ("sa", "ea", "effa", "ff") for s in ("micro", "mini", "tiny", "small", "base")}
     t2t = {f"{m}_t2t_7" for m in ("sa", "ea", "effa", "ff")}
-    assert len(ALL) == 20 == len(set(ALL)) and set(ALL) == vit | t2t
-    assert zoo.list_models("ea_*") == ["ea_t2t_7", "ea_vit_base", "ea_vit_micro", "ea_vit_small", "ea_vit_tiny"]
+    assert len(ALL) == 24 == len(set(ALL)) and set(ALL) == vit | t2t
+    assert zoo.list_models("ea_*") == ["ea_t2t_7", "ea_vit_base", "ea_vit_micro", "ea_vit_mini", "ea_vit_small",
+                                         "ea_vit_tiny"]
     assert set(zoo.list_models(task="seg")) == vit  # every vit backbone works with every task; t2t classifies
     assert zoo.list_models(task="cls") == ALL
-    assert (SIZES["tiny"], SIZES["small"], SIZES["base"]) == (
+    assert (SIZES["micro"], SIZES["mini"], SIZES["tiny"], SIZES["small"], SIZES["base"]) == (
+        dict(embed_dim=64, depth=4, num_heads=2), dict(embed_dim=128, depth=4, num_heads=4),
         dict(embed_dim=192, depth=12, num_heads=3), dict(embed_dim=384, depth=12, num_heads=6),
         dict(embed_dim=768, depth=12, num_heads=12))
 

@@ -19,9 +19,11 @@ import torch.utils.checkpoint
 from .. import mixers
 from ..layers import DropPath, Mlp, PatchEmbed, resample_pos_embed
 
-# name -> (embed_dim, depth, num_heads). ``micro`` trains on a 2-core CPU in minutes.
+# name -> (embed_dim, depth, num_heads). ``micro`` trains on a 2-core CPU in minutes; ``mini`` is ``micro`` twice as
+# wide (4x its parameters, 32-channel heads like every other size), the next step when ``micro`` underfits.
 SIZES = {
     "micro": dict(embed_dim=64, depth=4, num_heads=2),
+    "mini": dict(embed_dim=128, depth=4, num_heads=4),
     "tiny": dict(embed_dim=192, depth=12, num_heads=3),
     "small": dict(embed_dim=384, depth=12, num_heads=6),
     "base": dict(embed_dim=768, depth=12, num_heads=12),

@@ -24,9 +24,9 @@ BigGAN-PyTorch reproduces).
 Sizing by the backbone size (``zoo.backbones.vit.SIZES``: embed_dim E, depth L, heads h):
 
 * a trunk stage has width E, h heads and ``max(1, L // 4)`` blocks (the trunk's depth split over the four trunk
-  stages of G and D: micro 1 block per stage, tiny/small/base 3);
+  stages of G and D: micro and mini 1 block per stage, tiny/small/base 3);
 * conv channels ``ch = min(E, 256)`` (256 is BigGAN's CIFAR width; wider convs buy little at 32x32), so
-  micro 64, tiny 192, small and base 256; a 1x1 conv maps ch <-> E when they differ.
+  micro 64, mini 128, tiny 192, small and base 256; a 1x1 conv maps ch <-> E when they differ.
 
 ``sample(n, seed)`` draws from the EMA copy of the generator (``generator_ema``) in eval mode.
 

@@ -21,7 +21,8 @@ import torch.nn as nn
 from ..backbones.vit import SIZES, GradCheckpointing, build_blocks, init_trunk
 from ..layers.points import LinearBN, PointTokenizer, interpolate
 
-WIDTHS = {"micro": (32, 64, 128), "tiny": (64, 128, 256), "small": (64, 128, 256), "base": (64, 128, 256)}
+WIDTHS = {"micro": (32, 64, 128), "mini": (64, 128, 256), "tiny": (64, 128, 256), "small": (64, 128, 256),
+          "base": (64, 128, 256)}
 
 class PointTransformer(GradCheckpointing, nn.Module):
     """Tokenizer + trunk shared by the point heads.
