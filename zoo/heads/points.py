@@ -21,8 +21,9 @@ import torch.nn as nn
 from ..backbones.vit import SIZES, GradCheckpointing, build_blocks, init_trunk
 from ..layers.points import LinearBN, PointTokenizer, interpolate
 
-WIDTHS = {"micro": (32, 64, 128), "mini": (64, 128, 256), "tiny": (64, 128, 256), "small": (64, 128, 256),
-          "base": (64, 128, 256)}
+PCT_WIDTHS = (64, 128, 256)  # the tokenizer widths of every size but the ones named in WIDTHS
+WIDTHS = {"micro": (32, 64, 128)}
+
 
 class PointTransformer(GradCheckpointing, nn.Module):
     """Tokenizer + trunk shared by the point heads.
@@ -168,7 +169,7 @@ def build(model_name, task="pcls", mixer="sa", size="tiny", num_classes=None, nu
         **kwargs: ``stages``, ``k``, ``widths``, ``drop_path_rate``, ``head_hidden``, ... (plain JSON values).
     """
     size_args = dict(SIZES[size])
-    kwargs.setdefault("widths", WIDTHS[size])
+    kwargs.setdefault("widths", WIDTHS.get(size, PCT_WIDTHS))
     if task == "pcls":
         return PointClassifier(mixer=mixer, num_classes=num_classes or 40, num_points=num_points, in_dims=in_dims,
                                **size_args, **kwargs)
