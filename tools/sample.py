@@ -16,7 +16,6 @@ import sys
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # the repo root, for a checkout without install
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 
