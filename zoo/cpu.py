@@ -149,6 +149,47 @@ def has_native_bf16():
     return bf16_support()[0]
 
 
+# -- int8 linears: the fast path where bf16 is emulated ---------------------------------------------------------------
+
+def int8_dynamic(model):
+    """A copy of ``model`` for CPU inference whose ``nn.Linear`` layers are dynamically quantised to int8: weights
+    int8 per output channel, activations quantised per batch at run time, int32 accumulation (torch's quantised
+    engine, fbgemm / x86 on x86-64). The input, the output and everything between the linears stay float32.
+
+    This is the faster path on a CPU without native bf16 (``has_native_bf16()`` False), where bf16 autocast is
+    several times slower than float32: on an AVX2-only EPYC it ran ``sa_vit_small`` / ``sa_vit_base`` (batch 8,
+    224 px) 1.2-1.4x faster than float32 eager (docs/BENCHMARKS.md, "A faster path without native bf16"). It rounds
+    more than bf16 does: check top-1 on your data (the bundled Fashion-MNIST classifiers, same docs section).
+
+    torch marks this eager-mode API (``torch.ao.quantization.quantize_dynamic``) as deprecated in favour of torchao,
+    whose int8 linears run fast on CPU only under ``torch.compile`` (30x slower than float32 in eager here); its
+    deprecation warning is not repeated on every call. The model is left untouched (a deep copy is quantised) and
+    should be in eval mode; the copy runs on CPU only.
+    """
+    import copy
+    import warnings
+    quant = getattr(getattr(torch, "ao", None), "quantization", None)
+    if quant is None or not hasattr(quant, "quantize_dynamic"):
+        raise RuntimeError(f"int8_dynamic needs torch.ao.quantization.quantize_dynamic, which torch "
+                           f"{torch.__version__} no longer has; run in float32 (or bf16 on a CPU with native bf16)")
+    if model.training:
+        raise ValueError("int8_dynamic quantises for inference: call model.eval() first")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*torch\.ao\.quantization is deprecated")
+        warnings.filterwarnings("ignore", message=r".*quantize_per_tensor.*deprecated")
+        return quant.quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear: quant.per_channel_dynamic_qconfig},
+                                      dtype=torch.qint8)
+
+
+def fast_path():
+    """``(name, reason)``: the inference path to try first on this CPU for speed, beyond float32: ``"bf16"``
+    (``torch.autocast("cpu", dtype=torch.bfloat16)``) where bf16 is native, else ``"int8"`` (``int8_dynamic``)."""
+    native, reason = bf16_support()
+    if native:
+        return "bf16", reason
+    return "int8", f"{reason}; int8 linears (int8_dynamic) instead"
+
+
 # -- one row's peak memory ------------------------------------------------------------------------------------------
 def _status_mb(keys=("VmHWM", "VmRSS")):
     out = {}
