@@ -176,6 +176,33 @@ def test_seg_rounds_section_interleaves_the_mixers(bench, monkeypatch):
     assert by["sa"]["gflop"] > 0 and by["sa"]["x_sa_flops"] == 1
 
 
+
+def test_seg_rounds_int8_adds_each_model_with_int8_linears(bench, monkeypatch):
+    """``--seg-int8``: "{mixer} int8" rows, same GFLOP, timed in the same rounds, with their float32 time over theirs;
+    the float32 models keep their linears (int8_dynamic quantises copies)."""
+    import torch.nn as nn
+    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
+    args = bench.parse_args(["--only", "seg-rounds", "--seg-model-size", "micro", "--seg-sizes", "64",
+                             "--seg-mixers", "sa,ea", "--repeats", "2", "--seg-int8"])
+    from zoo import cpu
+    seen, real = {}, cpu.int8_dynamic
+
+    def spy(model, inplace=False):
+        q = real(model, inplace=inplace)
+        seen[model.backbone.name] = (model, q)
+        return q
+    monkeypatch.setattr(cpu, "int8_dynamic", spy)
+    rows = bench.bench_seg_rounds(args)
+    by = {r["mixer"]: r for r in rows}
+    assert set(by) == {"sa", "ea", "sa int8", "ea int8"}
+    for mixer in ("sa", "ea"):
+        r, q = by[f"{mixer} int8"], by[mixer]
+        assert r["gflop"] == q["gflop"] and len(r["times"]) == 2 and r["x_fp32"] > 0 and "x_fp32" not in q
+        model, quantised = seen[f"{mixer}_vit_micro"]
+        assert any(type(m) is nn.Linear for m in model.modules())
+        assert any(type(m) is Int8Linear for m in quantised.modules())
+        assert not any(type(m) is nn.Linear for m in quantised.backbone.modules())
+
 def test_seg_gflop_of_micro_segmentors_by_hand(bench):
     """sa and ea light-head micro segmentors at 64 px, patch 16: 16 patches + the class token = 17 tokens of width
     64, 4 blocks, MLP 256. Their patch embedding, neck and head are the same, so the difference of the counts is the

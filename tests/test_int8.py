@@ -92,3 +92,30 @@ def test_benchmark_int8_top1_section_is_registered():
     assert "int8-top1" in bench.SECTIONS
     args = bench.parse_args(["--only", "int8-top1"])
     assert args.only == "int8-top1" and args.fmnist_root == FASHION_MNIST_ROOT
+
+
+def test_tools_test_int8_quantises_the_runners_model_and_scores_near_float32(tmp_path, monkeypatch):
+    """``tools/test.py --int8`` swaps the linears of the zoo model inside the runner (in place, after the weights are
+    loaded) and scores it: the bundled seg checkpoint's recorded 40-scene slice, within 2 mIoU of float32's."""
+    import json as _json
+    from tasks.common.evaluate import config_of
+    tag = "sa_vit_micro.seg_scenes"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "results", "metrics", f"{tag}.json")) as f:
+        rec = _json.load(f)["slice"]
+    calls = []
+    real = cpu.int8_dynamic
+
+    def spy(model, inplace=False):
+        calls.append((type(model).__name__, inplace, model.training))
+        return real(model, inplace=inplace)
+    monkeypatch.setattr(cpu, "int8_dynamic", spy)
+    test = load_tool("test")
+    out = tmp_path / "m.json"
+    metrics = test.main([config_of(tag), "--pretrained", tag, "--int8", "--work-dir", str(tmp_path / "w"),
+                         "--json-out", str(out), "--cfg-options", "test_dataloader.sampler.type=FirstNSampler",
+                         f"test_dataloader.sampler.num_samples={rec['num_samples']}"])
+    assert calls == [("ZooEncoderDecoder", True, False)]
+    got = _json.loads(out.read_text())["metrics"]
+    assert got["mIoU"] == pytest.approx(metrics["mIoU"])
+    assert abs(got["mIoU"] - rec["metrics"]["mIoU"]) <= 2.0, (got, rec["metrics"])

@@ -1010,14 +1010,20 @@ def bench_seg_rounds(args):
     interleaved round by round (``--repeats`` rounds after a warm-up) at each ``--seg-sizes``: medians and each
     mixer's ratio to ``sa`` in the same rounds, which the shared machine's drift affects alike. Each row also has
     the model's GFLOP (``seg_gflop``), its rate (GFLOP / median time) and ``sa``'s GFLOP over its own, the ratio
-    the times would have at equal rates."""
+    the times would have at equal rates. ``--seg-int8`` adds each model with int8 linears (``zoo.cpu.int8_dynamic``)
+    to the same rounds as ``"{mixer} int8"``, with its float32 time over its own (``x_fp32``)."""
+    from zoo import cpu
     rows = []
     mixers = [m for m in args.seg_mixers if m != "ff"]  # ff slides its crop: a different path
     for R in args.seg_sizes:
         x = torch.randn(1, 3, R, R, generator=torch.Generator().manual_seed(0))
         models = {mixer: _light_model(args, mixer) for mixer in mixers}
         gflop = {mixer: seg_gflop(model, R) for mixer, model in models.items()}
-        times = {m: [] for m in mixers}
+        if args.seg_int8:  # the same models with int8 linears, in the same rounds ("sa int8", ...)
+            for mixer in mixers:
+                models[f"{mixer} int8"] = cpu.int8_dynamic(models[mixer])
+                gflop[f"{mixer} int8"] = gflop[mixer]
+        times = {m: [] for m in models}
         with torch.no_grad():
             for model in models.values():
                 model.predict(x)  # warm-up
@@ -1027,16 +1033,20 @@ def bench_seg_rounds(args):
                     model.predict(x)
                     times[mixer].append(time.perf_counter() - t)
         med = {m: statistics.median(v) for m, v in times.items()}
-        for mixer in mixers:
+        for mixer in models:
             row = dict(mixer=mixer, px=R, infer_s=round(med[mixer], 3), rounds=args.repeats,
                        times=[round(t, 3) for t in times[mixer]], gflop=float(f"{gflop[mixer]:.4g}"),
                        gflop_per_s=round(gflop[mixer] / med[mixer], 1))
+            if mixer.endswith(" int8"):
+                fp32 = mixer[:-len(" int8")]
+                row["x_fp32"] = round(med[fp32] / med[mixer], 2)
+                row["x_fp32_per_round"] = round(statistics.median(a / b for a, b in zip(times[fp32], times[mixer])), 2)
             if "sa" in med:
                 row["x_sa"] = round(med["sa"] / med[mixer], 2)
                 row["x_sa_per_round"] = round(statistics.median(a / b for a, b in zip(times["sa"], times[mixer])), 2)
                 row["x_sa_flops"] = round(gflop["sa"] / gflop[mixer], 2)
             rows.append(row)
-            print(f"  {mixer:4s} {R}px predict {med[mixer]:.3f} s, {row['gflop']:.1f} GFLOP at "
+            print(f"  {mixer:9s} {R}px predict {med[mixer]:.3f} s, {row['gflop']:.1f} GFLOP at "
                   f"{row['gflop_per_s']:.0f} GFLOP/s" + (f" ({row['x_sa']:.2f}x sa; {row['x_sa_flops']:.2f}x in FLOPs)"
                                                         if "x_sa" in row else ""), flush=True)
     return rows
@@ -1242,6 +1252,8 @@ def parse_args(argv=None):
                    help="also time torch.compile'd classifiers, Inductor with freezing (default) or also max-autotune "
                    "(slow to compile)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
+    p.add_argument("--seg-int8", action="store_true",
+                   help="--only seg-rounds: also time each segmentor with int8 linears (zoo.cpu.int8_dynamic)")
     p.add_argument("--fmnist-root", default=FASHION_MNIST_ROOT,
                    help="Fashion-MNIST IDX files (--only int8-top1)")
     p.add_argument("--repeats", type=int, default=None, help="timed runs per measurement (default 7, quick 3)")
@@ -1354,7 +1366,8 @@ def main(argv=None):
         ("seg_rounds", f"Seg end to end, light head, mixers interleaved in one process: predict (image -> labels), "
                        f"{trunk}, medians of {args.repeats} rounds; x sa = sa's median / this median; x sa in "
                        f"FLOPs = sa's GFLOP / this GFLOP (the ratio at equal rates)",
-         ["mixer", "px", "infer_s", "x_sa", "x_sa_per_round", "gflop", "gflop_per_s", "x_sa_flops", "rounds"]),
+         ["mixer", "px", "infer_s", "x_sa", "x_sa_per_round", "gflop", "gflop_per_s", "x_sa_flops", "rounds"]
+         + (["x_fp32", "x_fp32_per_round"] if args.seg_int8 else [])),
         ("head_paths", f"Light head's inference paths (channels-last maps + fused head) vs mmseg's (NCHW maps + "
                        f"SegformerHead.forward): predict (image -> labels), {trunk}, {rounds}", None),
     ]

@@ -7,7 +7,9 @@ command: ``python tools/test.py configs/seg/upernet_sa-vit-base_8xb2-160k_ade20k
 sa_vit_base.seg_ade20k``.
 
 A thin script over ``mmengine.runner.Runner`` in the style of mmsegmentation's ``tools/test.py``. ``--tta`` swaps in
-the config's ``tta_pipeline`` and wraps ``model`` in its ``tta_model``, as mmsegmentation does.
+the config's ``tta_pipeline`` and wraps ``model`` in its ``tta_model``, as mmsegmentation does. ``--int8`` scores
+the model with its linears in int8 (``zoo.cpu.int8_dynamic``, the fast path of a CPU without native bf16), so
+what that path costs is one command: ``python tools/test.py CONFIG --pretrained ea_vit_micro.seg_scenes --int8``.
 
 The checkpoint is read and checked by the zoo's one checkpoint layer (``tasks.common.checkpoint.load_strict`` over
 ``zoo.checkpoint``; mmengine's ``load_from`` is not strict): one of another mixer, size or task stops with the
@@ -36,6 +38,8 @@ def parse_args(argv=None):
                         help="zoo weights instead of a checkpoint: a tag, hf-hub:org/name or local-dir:/path")
     parser.add_argument("--tta", action="store_true", help="test-time augmentation (config's tta_model/tta_pipeline)")
     parser.add_argument("--json-out", metavar="FILE", help="also write the metrics to FILE as JSON")
+    parser.add_argument("--int8", action="store_true",
+                        help="test with int8 linears (zoo.cpu.int8_dynamic; CPU only): what the fast path costs")
     return cli.parse(parser, argv)
 
 
@@ -99,6 +103,10 @@ def _test(args, runner):
             load_zoo_weights(runner, zoo.load(args.pretrained), source=f"--pretrained {args.pretrained}")
         else:
             load_strict(runner, args.checkpoint)
+        if args.int8:
+            from tasks.common.evaluate import zoo_model_of
+            from zoo import cpu
+            cpu.int8_dynamic(zoo_model_of(runner, "--int8").eval(), inplace=True)
     except (CheckpointError, ValueError) as e:
         raise SystemExit(f"tools/test.py: error: {e}") from e
     return runner.test()

@@ -151,8 +151,9 @@ def has_native_bf16():
 
 # -- int8 linears: the fast path where bf16 is emulated ---------------------------------------------------------------
 
-def int8_dynamic(model):
-    """A copy of ``model`` for CPU inference whose ``nn.Linear`` layers are dynamically quantised to int8: weights
+def int8_dynamic(model, inplace=False):
+    """``model`` for CPU inference with its ``nn.Linear`` layers dynamically quantised to int8 (a copy, or the model
+    itself with ``inplace=True``, e.g. inside an mmengine runner: ``tools/test.py --int8``): weights
     int8 per output channel, activations quantised per batch at run time, int32 accumulation (torch's quantised
     engine, fbgemm / x86 on x86-64). The input, the output and everything between the linears stay float32.
 
@@ -160,11 +161,14 @@ def int8_dynamic(model):
     several times slower than float32: on an AVX2-only EPYC it ran ``sa_vit_small`` / ``sa_vit_base`` (batch 8,
     224 px) 1.2-1.4x faster than float32 eager (docs/BENCHMARKS.md, "A faster path without native bf16"). It rounds
     more than bf16 does: check top-1 on your data (the bundled Fashion-MNIST classifiers, same docs section).
+    It is a classifier's fast path, not a segmentor's: the 192-wide ``*_vit_tiny`` light-head segmentors at 1024 and
+    2048 px ran 0.6-1.05x their float32 speed with it (``ea`` slowest: its folded, token-blocked forward needs plain
+    ``nn.Linear`` layers and falls back to the step-by-step one; docs/segmentation.md, "int8 linears").
 
     torch marks this eager-mode API (``torch.ao.quantization.quantize_dynamic``) as deprecated in favour of torchao,
     whose int8 linears run fast on CPU only under ``torch.compile`` (30x slower than float32 in eager here); its
-    deprecation warning is not repeated on every call. The model is left untouched (a deep copy is quantised) and
-    should be in eval mode; the copy runs on CPU only.
+    deprecation warning is not repeated on every call. Without ``inplace`` the model is left untouched (a deep copy
+    is quantised). It must be in eval mode; the result runs on CPU only.
     """
     import copy
     import warnings
@@ -177,13 +181,15 @@ def int8_dynamic(model):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*torch\.ao\.quantization is deprecated")
         warnings.filterwarnings("ignore", message=r".*quantize_per_tensor.*deprecated")
-        return quant.quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear: quant.per_channel_dynamic_qconfig},
-                                      dtype=torch.qint8)
+        return quant.quantize_dynamic(model if inplace else copy.deepcopy(model),
+                                      {torch.nn.Linear: quant.per_channel_dynamic_qconfig}, dtype=torch.qint8,
+                                      inplace=True)
 
 
 def fast_path():
-    """``(name, reason)``: the inference path to try first on this CPU for speed, beyond float32: ``"bf16"``
-    (``torch.autocast("cpu", dtype=torch.bfloat16)``) where bf16 is native, else ``"int8"`` (``int8_dynamic``)."""
+    """``(name, reason)``: the classifier inference path to try first on this CPU for speed, beyond float32:
+    ``"bf16"`` (``torch.autocast("cpu", dtype=torch.bfloat16)``) where bf16 is native, else ``"int8"``
+    (``int8_dynamic``; measured for classifiers, see its docstring for segmentors)."""
     native, reason = bf16_support()
     if native:
         return "bf16", reason
