@@ -159,7 +159,7 @@ def int8_dynamic(model, inplace=False):
 
     This is the faster path on a CPU without native bf16 (``has_native_bf16()`` False), where bf16 autocast is
     several times slower than float32: on an AVX2-only EPYC it ran ``sa_vit_small`` / ``sa_vit_base`` (batch 8,
-    224 px) 1.2-1.4x faster than float32 eager (docs/BENCHMARKS.md, "A faster path without native bf16"). It rounds
+    224 px) 1.2-1.5x faster than float32 eager (docs/BENCHMARKS.md, "A faster path without native bf16"). It rounds
     more than bf16 does: check top-1 on your data (the bundled Fashion-MNIST classifiers, same docs section).
     It is a classifier's fast path, not a segmentor's: the 192-wide ``*_vit_tiny`` light-head segmentors at 1024 and
     2048 px ran 0.6-1.05x their float32 speed with it (``ea`` slowest: its folded, token-blocked forward needs plain
