@@ -33,20 +33,40 @@ def test_by_hand():
     assert resize_argmax(x, (1, 4), align_corners=True).tolist() == [[[1, 1, 0, 0]]]
 
 
-@pytest.mark.parametrize("align_corners", [False, True])
-@pytest.mark.parametrize("shape,size", [
+SHAPES = [
     ((2, 5, 7, 9), (28, 36)),      # x4, batch of 2
     ((1, 150, 16, 16), (64, 64)),  # ADE20K's class count
     ((1, 20, 13, 17), (50, 61)),   # non-integer scales
     ((1, 6, 20, 20), (7, 9)),      # shrinking
     ((1, 3, 1, 1), (4, 4)),        # a single source pixel
     ((1, 4, 5, 1), (9, 3)),        # one source column
-])
+]
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("shape,size", SHAPES)
 def test_matches_interpolate_then_argmax(shape, size, align_corners):
     torch.manual_seed(0)
     x = torch.randn(*shape)
     resized = F.interpolate(x, size=size, mode="bilinear", align_corners=align_corners)
     assert_labels_of(resized, resize_argmax(x, size, align_corners))
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("shape,size", SHAPES + [((2, 7, 9, 11), (70, 90))])  # + a batch of 2 at a x10 / x8.2 scale
+def test_candidate_path_for_every_block_shape(shape, size, align_corners):
+    """Random logits mostly take the plain resize; here the candidate path is forced (``dense_fraction=1.0``) and
+    cut into steps of a cell or a few (``block_elems=64``), so that cells of every block shape (the image's inside,
+    its first and last rows and columns, uneven blocks of a non-integer scale) and both batch entries go through
+    it; also on a window of the output."""
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    resized = F.interpolate(x, size=size, mode="bilinear", align_corners=align_corners)
+    labels = resize_argmax(x, size, align_corners, dense_fraction=1.0, block_elems=64)
+    assert_labels_of(resized, labels)
+    rows, cols = (1, max(1, size[0] - 2)), (size[1] // 3, size[1])
+    window = resize_argmax(x, size, align_corners, rows=rows, cols=cols, dense_fraction=1.0, block_elems=64)
+    assert torch.equal(window, labels[:, rows[0]:rows[1], cols[0]:cols[1]])
 
 
 def test_regions_ties_layouts_and_windows():

@@ -108,31 +108,57 @@ def resize_argmax(logits, size, align_corners=False, rows=None, cols=None, block
         return resized[:, :, r0:r1, c0:c1].argmax(dim=1)
     row_0, col_0 = row_n.cumsum(0) - row_n, col_n.cumsum(0) - col_n  # first output row / column of each cell
     cb, ci, cj = multi.nonzero().unbind(1)  # (M,) cells with several candidates
-    corners = torch.stack((x[cb, cy[ci], cx[cj]], x[cb, cy[ci], cx1[cj]], x[cb, cy1[ci], cx[cj]],
-                           x[cb, cy1[ci], cx1[cj]]))  # (4, M, K)
-    hi = corners.amax(dim=0)
+    # each cell's source rows (upper, lower) and columns (left, right); the corner maxima pick its candidates
+    rows_, cols_ = (cy[ci], cy1[ci]), (cx[cj], cx1[cj])
+    hi = x[cb, rows_[0], cols_[0]]  # (M, K)
+    for r, c in ((0, 1), (1, 0), (1, 1)):
+        torch.maximum(hi, x[cb, rows_[r], cols_[c]], out=hi)
     count = n_cand[cb, ci, cj]
-    # Cells are grouped by candidate count (2, 3-4, 5-8, ...) so that padding to a group's widest cell stays < 2x.
+    cell_rows, cell_cols = row_n[ci], col_n[cj]  # each cell's block of output pixels: rows x columns
+    first_row, first_col = row_0[ci], col_0[cj]
+    wide = int(cell_cols.max()) + 1
+    shape_key = cell_rows * wide + cell_cols  # one integer per block shape (torch.unique(dim=0) is slow on CPU)
+    # Cells are grouped by candidate count (2, 3-4, 5-8, ...) so that padding to a group's widest cell stays < 2x, and
+    # within a group by the shape of their pixel block (one shape inside the image for an integer scale, a few more
+    # at its borders), so that a group's pixels are one (cells, rows, columns, candidates) tensor made by
+    # broadcasting its cells' corners against their rows' and columns' weights.
     c_lo = 1
     while c_lo < int(count.max()):
         c_hi = min(2 * c_lo, K)
-        cells = ((count > c_lo) & (count <= c_hi)).nonzero().squeeze(1)
+        group = (count > c_lo) & (count <= c_hi)
         c_lo = c_hi
-        if len(cells) == 0:
+        if not bool(group.any()):
             continue
-        cand = hi[cells].topk(c_hi, dim=-1, sorted=False).indices.sort(dim=-1).values  # (n, c), in class order
-        vals = torch.gather(corners[:, cells], -1, cand.expand(4, -1, -1))  # (4, n, c)
-        # the pixels of these cells, enumerated from each cell's block of rows and columns
-        nr, nc = row_n[ci[cells]], col_n[cj[cells]]
-        npix = nr * nc
-        k = torch.repeat_interleave(torch.arange(len(cells), device=dev), npix)  # pixel -> cell of the group
-        o = torch.arange(len(k), device=dev) - (npix.cumsum(0) - npix)[k]  # position inside the cell's block
-        py, px, pb = row_0[ci[cells]][k] + o // nc[k], col_0[cj[cells]][k] + o % nc[k], cb[cells][k]
-        # torch's separable order: along x within each source row, then along y.
-        wx0p, wx1p, wy0p, wy1p = wx0[px, None], wx1[px, None], wy0[py, None], wy1[py, None]
-        v = (vals[0, k] * wx0p + vals[1, k] * wx1p) * wy0p + (vals[2, k] * wx0p + vals[3, k] * wx1p) * wy1p
-        out[pb, py, px] = torch.gather(cand[k], -1, v.argmax(dim=-1, keepdim=True)).squeeze(-1)
+        for key in shape_key[group].unique().tolist():
+            nr, nc = divmod(key, wide)
+            cells = (group & (shape_key == key)).nonzero().squeeze(1)
+            step = max(1, block_elems // (nr * nc * c_hi))  # cells per step: bounds the (cells, nr, nc, c) tensor
+            for start in range(0, len(cells), step):
+                _label_block(out, cells[start:start + step], nr, nc, c_hi, hi, x, (cb, rows_, cols_), first_row,
+                             first_col, (wy0, wy1, wx0, wx1))
     return out
+
+
+def _label_block(out, cells, nr, nc, c, hi, x, sources, first_row, first_col, weights):
+    """Label the pixels of ``cells`` (all with an ``nr`` x ``nc`` block of output pixels and at most ``c``
+    candidates) from their candidates' values at the cells' four source corners (read from ``x``, (B, h, w, K), at
+    ``sources``: each cell's batch index, source rows and columns), in torch's separable order: along x within each
+    source row, then along y (the same products and sums as ``F.interpolate``)."""
+    wy0, wy1, wx0, wx1 = weights
+    cb, rows, cols = sources
+    cand = hi[cells].topk(c, dim=-1, sorted=False).indices.sort(dim=-1).values  # (n, c), in class order
+    b = cb[cells, None]
+    vals = [x[b, rows[r][cells, None], cols[q][cells, None], cand][:, None] for r in (0, 1) for q in (0, 1)]
+    # vals: the (n, 1, c) values at the upper-left, upper-right, lower-left and lower-right corners
+    ys = first_row[cells, None] + torch.arange(nr, device=cells.device)  # (n, nr) output rows
+    xs = first_col[cells, None] + torch.arange(nc, device=cells.device)  # (n, nc) output columns
+    wx0p, wx1p = wx0[xs, None], wx1[xs, None]  # (n, nc, 1)
+    top = vals[0] * wx0p + vals[1] * wx1p  # (n, nc, c): along x in the upper source row
+    bottom = vals[2] * wx0p + vals[3] * wx1p
+    v = top[:, None] * wy0[ys, None, None] + bottom[:, None] * wy1[ys, None, None]  # (n, nr, nc, c)
+    best = v.argmax(dim=-1).view(len(cells), nr * nc)
+    labels = torch.gather(cand, -1, best).view(len(cells), nr, nc)
+    out[b[:, :, None], ys[:, :, None], xs[:, None, :]] = labels
 
 
 def _bound(lo, hi, rtol):
