@@ -1,5 +1,6 @@
 """The fast path where bf16 is emulated: int8 linears (``zoo.cpu.int8_dynamic``), what they cost in accuracy on the
 bundled classifiers, and how ``zoo.cpu.fast_path`` and ``tools/benchmark.py`` pick and judge it."""
+import json
 import os
 
 import pytest
@@ -11,6 +12,7 @@ from zoo import cpu
 from zoo.datasets import FASHION_MNIST_ROOT, read_fashion_mnist
 
 from tests.load_tool import load_tool
+from tests.test_bundled import _record
 
 
 def _micro(mixer="sa"):
@@ -97,12 +99,9 @@ def test_benchmark_int8_top1_section_is_registered():
 def test_tools_test_int8_quantises_the_runners_model_and_scores_near_float32(tmp_path, monkeypatch):
     """``tools/test.py --int8`` swaps the linears of the zoo model inside the runner (in place, after the weights are
     loaded) and scores it: the bundled seg checkpoint's recorded 40-scene slice, within 2 mIoU of float32's."""
-    import json as _json
     from tasks.common.evaluate import config_of
     tag = "sa_vit_micro.seg_scenes"
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "results", "metrics", f"{tag}.json")) as f:
-        rec = _json.load(f)["slice"]
+    rec = _record(tag)["slice"]
     calls = []
     real = cpu.int8_dynamic
 
@@ -116,6 +115,6 @@ def test_tools_test_int8_quantises_the_runners_model_and_scores_near_float32(tmp
                          "--json-out", str(out), "--cfg-options", "test_dataloader.sampler.type=FirstNSampler",
                          f"test_dataloader.sampler.num_samples={rec['num_samples']}"])
     assert calls == [("ZooEncoderDecoder", True, False)]
-    got = _json.loads(out.read_text())["metrics"]
+    got = json.loads(out.read_text())["metrics"]
     assert got["mIoU"] == pytest.approx(metrics["mIoU"])
     assert abs(got["mIoU"] - rec["metrics"]["mIoU"]) <= 2.0, (got, rec["metrics"])

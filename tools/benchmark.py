@@ -101,6 +101,12 @@ FAST_PATH = {"bf16": "zoo bf16 autocast", "int8": "zoo int8 dynamic"}
 
 
 # -- timing ---------------------------------------------------------------------------------------------------------
+def per_round_ratio(num, den):
+    """The median over rounds of ``num[i] / den[i]`` (two timings taken in the same interleaved rounds): a ratio that
+    a change of load between rounds hits alike, next to the ratio of the medians."""
+    return statistics.median(a / b for a, b in zip(num, den))
+
+
 def timer_median(fn, min_run_time=1.0, first_s=None):
     """Median seconds per call of ``fn()`` and the per-call times, by ``torch.utils.benchmark.Timer``.
 
@@ -564,7 +570,7 @@ def bench_linear(args):
         row = dict(model=name, batch=args.batch, img_size=args.img_size, onednn_ms=statistics.median(a) * 1e3,
                    f_linear_ms=statistics.median(b) * 1e3, runs=len(a))
         row["F.linear / oneDNN"] = row["f_linear_ms"] / row["onednn_ms"]
-        row["per-round ratio (median)"] = statistics.median(y / z for y, z in zip(b, a))
+        row["per-round ratio (median)"] = per_round_ratio(b, a)
         rows.append(row)
         print(f"  {name:16s} oneDNN {row['onednn_ms']:8.1f} ms  F.linear {row['f_linear_ms']:8.1f} ms  "
               f"ratio {row['F.linear / oneDNN']:.3f}", flush=True)
@@ -676,7 +682,7 @@ def bench_gemm(args):
                    gemm_gflops=flops / gemm_s / 1e9, model_gflops=flops / t_model / 1e9,
                    attentions=sum(attn.values()), attn_products_alone_ms=attn_s * 1e3)
         row["model / GEMM rate"] = gemm_s / t_model
-        row["per-round ratio (median)"] = statistics.median(g / t for g, t in zip(t_gemms, t_models))
+        row["per-round ratio (median)"] = per_round_ratio(t_gemms, t_models)
         row["with attention products"] = (gemm_s + attn_s) / t_model
         row["with attention products, per round"] = statistics.median(
             (g + a) / t for g, a, t in zip(t_gemms, t_attn, t_models))
@@ -981,7 +987,7 @@ def _predict_ab(args, modes, section):
             med = {k: statistics.median(v) for k, v in times.items()}
             row = dict(mixer=mixer, px=R, **{f"{old}_s": round(med[old], 3), f"{new}_s": round(med[new], 3)},
                        speedup=round(med[old] / med[new], 3),
-                       per_round=round(statistics.median(a / b for a, b in zip(times[old], times[new])), 3),
+                       per_round=round(per_round_ratio(times[old], times[new]), 3),
                        pixels_differing=int((labels[new] != labels[old]).sum()), rounds=args.repeats)
             rows.append(row)
             print(f"  {mixer:4s} {R}px predict: {old} {med[old]:.3f} s, {new} {med[new]:.3f} s "
@@ -1040,10 +1046,10 @@ def bench_seg_rounds(args):
             if mixer.endswith(" int8"):
                 fp32 = mixer[:-len(" int8")]
                 row["x_fp32"] = round(med[fp32] / med[mixer], 2)
-                row["x_fp32_per_round"] = round(statistics.median(a / b for a, b in zip(times[fp32], times[mixer])), 2)
+                row["x_fp32_per_round"] = round(per_round_ratio(times[fp32], times[mixer]), 2)
             if "sa" in med:
                 row["x_sa"] = round(med["sa"] / med[mixer], 2)
-                row["x_sa_per_round"] = round(statistics.median(a / b for a, b in zip(times["sa"], times[mixer])), 2)
+                row["x_sa_per_round"] = round(per_round_ratio(times["sa"], times[mixer]), 2)
                 row["x_sa_flops"] = round(gflop["sa"] / gflop[mixer], 2)
             rows.append(row)
             print(f"  {mixer:9s} {R}px predict {med[mixer]:.3f} s, {row['gflop']:.1f} GFLOP at "
@@ -1131,7 +1137,7 @@ def check_targets(res, tokens):
             if a and b:
                 ratio = a["ms"] / b["ms"]
                 ok &= ratio <= 18
-                paired = statistics.median(x / y for x, y in zip(a["times"], b["times"]))
+                paired = per_round_ratio(a["times"], b["times"])
                 lines.append(f"{name}: time(16384) / time(1024) = {ratio:.1f} (target <= 18, linear = 16; median of "
                              f"per-round ratios {paired:.1f}): {'PASS' if ratio <= 18 else 'FAIL'}")
     seg = {(r["head"], r["res"], r["mixer"]): r for r in res.get("seg", []) if r["mode"] == "infer" and "ms" in r}
