@@ -81,6 +81,40 @@ def test_variable_resolution_resamples_pos_embed_but_ff_refuses():
         ff(torch.randn(1, 3, 48, 64))
 
 
+
+def test_resampled_pos_embed_is_kept_for_inference_and_redone_when_it_changes(monkeypatch):
+    from zoo.backbones import vit
+    from zoo.layers import resample_pos_embed
+    calls = []
+    monkeypatch.setattr(vit, "resample_pos_embed", lambda *a: calls.append(a) or resample_pos_embed(*a))
+    m = zoo.load("sa_vit_micro", **TINY).eval()
+    x = torch.randn(2, 3, 48, 64)  # a 3 x 4 grid, the model's is 2 x 2
+
+    def fresh():  # what the kept copy must equal: the resample of the current weights
+        return resample_pos_embed(m.pos_embed.detach(), (3, 4), 1, (2, 2))
+    with torch.no_grad():
+        y = m(x)
+        assert len(calls) == 1
+        assert torch.equal(m(x), y) and len(calls) == 1  # same grid, same weights: kept, same output
+        assert torch.equal(m._resampled_pos_embed((3, 4)), fresh())
+        m.pos_embed.mul_(2)  # in place (what load_state_dict and optimizer steps do): resampled again
+        assert torch.equal(m._resampled_pos_embed((3, 4)), fresh()) and len(calls) == 2
+        assert not torch.equal(m(x), y)
+        m.pos_embed = torch.nn.Parameter(m.pos_embed.detach() / 2)  # a new parameter with the old values
+        assert torch.equal(m(x), y) and len(calls) == 3
+        m(torch.randn(1, 3, 64, 48))  # another grid
+        assert len(calls) == 4
+    with torch.inference_mode():  # inference tensors are kept apart from no_grad ones
+        assert torch.equal(m(x), y) and len(calls) == 5
+    m.double()  # dtype change swaps .data: resampled again, in float64
+    with torch.no_grad():
+        assert m._resampled_pos_embed((3, 4)).dtype == torch.float64 and len(calls) == 6
+    m.float().train()
+    out = m(x)  # with autograd: resampled every call, and the gradient reaches pos_embed
+    out.sum().backward()
+    assert len(calls) == 7 and m.pos_embed.grad is not None and m.pos_embed.grad.abs().sum() > 0
+    assert "_pos_kept" not in "".join(m.state_dict())
+
 def test_in_chans_and_patch_size():
     m = zoo.load("effa_vit_micro", img_size=28, patch_size=4, in_chans=1, num_classes=10)
     assert m(torch.randn(3, 1, 28, 28)).shape == (3, 10)

@@ -18,6 +18,7 @@ import torch.utils.checkpoint
 
 from .. import mixers
 from ..layers import DropPath, Mlp, PatchEmbed, resample_pos_embed
+from ..layers.linear import _compiling
 
 # name -> (embed_dim, depth, num_heads). ``micro`` trains on a 2-core CPU in minutes; ``mini`` is ``micro`` twice as
 # wide (4x its parameters, 32-channel heads like every other size), the next step when ``micro`` underfits.
@@ -262,13 +263,26 @@ class VisionTransformer(TokenTrunk):
     # -- forward ----------------------------------------------------------------------------------------------
     def _embed(self, x):
         x, hw = self.patch_embed(x)
-        if hw != self.patch_embed.grid_size:
-            pos = resample_pos_embed(self.pos_embed, hw, self.num_prefix_tokens, self.patch_embed.grid_size)
-        else:
-            pos = self.pos_embed
+        pos = self.pos_embed if hw == self.patch_embed.grid_size else self._resampled_pos_embed(hw)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         return self.pos_drop(x + pos), hw
+
+    def _resampled_pos_embed(self, hw):
+        """The position embedding resampled to the token grid ``hw``. Without autograd the result is kept for the
+        next call at the same grid (an image size the model was not built for, e.g. each 1024-pixel image of a
+        512-crop segmentor: one bicubic resample per model, not per forward). The kept copy belongs to this very
+        ``pos_embed`` tensor: a new parameter, a ``.data`` swap, an in-place change (``load_state_dict``, an
+        optimizer step) or another dtype, device or grid resamples again."""
+        p = self.pos_embed
+        if torch.is_grad_enabled() or _compiling():  # autograd needs the graph; tracing, no Python state
+            return resample_pos_embed(p, hw, self.num_prefix_tokens, self.patch_embed.grid_size)
+        key = (p.data_ptr(), p._version, tuple(hw), torch.is_inference_mode_enabled())
+        kept = self.__dict__.get("_pos_kept")
+        if kept is None or kept[0] is not p or kept[1] != key:
+            pos = resample_pos_embed(p.detach(), hw, self.num_prefix_tokens, self.patch_embed.grid_size)
+            kept = self.__dict__["_pos_kept"] = (p, key, pos)  # a plain attribute: not in the state dict
+        return kept[2]
 
 
 def _bad_index(i, depth):
