@@ -109,3 +109,12 @@ def test_same_size_is_a_plain_argmax_and_bad_input_is_refused():
         resize_argmax(x[0], (12, 14))
     with pytest.raises(ValueError, match="do not fit"):
         resize_argmax(x, (12, 14), rows=(0, 13))
+
+
+def test_candidates_are_each_rows_classes_in_order_padded_with_its_first():
+    from zoo.layers.resize_argmax import _candidates
+    mask = torch.zeros(4, 9, dtype=torch.bool)
+    for row, classes in enumerate(([2, 7], [0, 3, 8], [1, 4, 5, 6], [5])):
+        mask[row, classes] = True
+    cand = _candidates(mask, mask.sum(dim=1), 4)
+    assert cand.tolist() == [[2, 7, 2, 2], [0, 3, 8, 0], [1, 4, 5, 6], [5, 5, 5, 5]]
