@@ -497,13 +497,11 @@ def int8_top1(tag, images, labels, batch=500):
     from zoo import cpu
     model = zoo.load(tag).eval()
     cfg = model.pretrained_cfg
-    mean = torch.tensor(cfg["mean"]).view(1, -1, 1, 1)
-    std = torch.tensor(cfg["std"]).view(1, -1, 1, 1)
     q = cpu.int8_dynamic(model)
     preds = {"fp32": [], "int8": []}
     with torch.inference_mode():
         for i in range(0, len(images), batch):
-            x = (torch.from_numpy(images[i:i + batch]).float().div_(255).unsqueeze(1) - mean) / std
+            x = zoo.preprocess(images[i:i + batch], model)  # (N, 28, 28) uint8 -> normalised (N, 1, 28, 28)
             preds["fp32"].append(model(x).argmax(1))
             preds["int8"].append(q(x).argmax(1))
     fp32, int8 = torch.cat(preds["fp32"]), torch.cat(preds["int8"])

@@ -85,15 +85,13 @@ def predict(model, paths, batch=50):
     """(label map, best item class) per image of ``paths``, as ``tools/test.py`` scores them (whole image)."""
     import torch
     from PIL import Image
-    cfg = model.pretrained_cfg
-    mean = torch.tensor(cfg["mean"]).view(1, -1, 1, 1)
-    std = torch.tensor(cfg["std"]).view(1, -1, 1, 1)
+
+    import zoo
     labels, items = [], []
     for i in range(0, len(paths), batch):
-        x = torch.stack([torch.from_numpy(np.array(Image.open(p).convert("RGB"))).permute(2, 0, 1)
-                         for p in paths[i:i + batch]]).float() / 255
+        x = zoo.preprocess([Image.open(p) for p in paths[i:i + batch]], model)
         with torch.no_grad():
-            logits = model((x - mean) / std)
+            logits = model(x)
         labels += list(logits.argmax(1).numpy())
         items += list(logits[:, 1:].argmax(1).numpy() + 1)
     return labels, items

@@ -1,0 +1,115 @@
+"""``zoo.preprocess`` / ``zoo.resolve_data_config``: images -> model input, against values computed by hand (the
+normalisation, ITU-R 601 luma, torchvision's resize-and-centre-crop geometry, mmcv's keep-ratio scale) and against
+PIL's own resize."""
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import zoo
+from zoo.data import _cls_geometry, _seg_size
+
+FMNIST = "sa_vit_micro.cls_fmnist"
+SCENES = "sa_vit_micro.seg_scenes"
+
+
+def _image(h, w, c=3, seed=0):
+    return np.random.default_rng(seed).integers(0, 256, size=(h, w, c) if c else (h, w), dtype=np.uint8)
+
+
+def test_data_config_of_the_bundled_and_upstream_entries():
+    cls = zoo.resolve_data_config(FMNIST)
+    assert cls["task"] == "cls" and cls["input_size"] == (1, 28, 28) and cls["crop_pct"] == 1.0
+    assert cls["mean"] == pytest.approx((72.94 / 255,)) and cls["std"] == pytest.approx((90.02 / 255,))
+    deit = zoo.resolve_data_config("sa_vit_base.cls_in1k")  # DeiT's eval transform: 256 -> 224 centre, bicubic
+    assert deit["crop_pct"] == 0.875 and deit["interpolation"] == "bicubic" and deit["input_size"] == (3, 224, 224)
+    assert zoo.resolve_data_config("sa_vit_small.seg_ade20k")["test_scale"] == (2048, 512)
+    assert zoo.resolve_data_config(SCENES)["test_scale"] == (256, 64)
+    model = zoo.load("ea_vit_tiny", task="seg", num_classes=5)  # no weights: its own crop, ImageNet statistics
+    cfg = zoo.resolve_data_config(model)
+    assert cfg["input_size"] == (3, 512, 512) and cfg["test_scale"] is None and cfg["mean"] == (0.485, 0.456, 0.406)
+    assert zoo.resolve_data_config(zoo.load(FMNIST)) == cls
+    with pytest.raises(ValueError, match="preprocess prepares images"):
+        zoo.resolve_data_config("sa_vit_micro.pcls_shapes")
+
+
+def test_normalisation_by_hand_and_every_layout_gives_the_same_batch():
+    img = _image(28, 28, c=None)
+    mean, std = 72.94 / 255, 90.02 / 255
+    expected = (img.astype(np.float64) / 255 - mean) / std
+    x = zoo.preprocess(img, FMNIST)
+    assert x.shape == (1, 1, 28, 28) and x.dtype == torch.float32
+    np.testing.assert_allclose(x[0, 0].numpy(), expected, atol=1e-5)
+    batch = np.stack([img, img[::-1]])  # (N, H, W): the IDX layout
+    ways = [zoo.preprocess(batch, FMNIST), zoo.preprocess([Image.fromarray(img), Image.fromarray(img[::-1].copy())],
+                                                          FMNIST),
+            zoo.preprocess(torch.from_numpy(batch), FMNIST), zoo.preprocess(batch[..., None], FMNIST),
+            zoo.preprocess(torch.from_numpy(batch)[:, None].float() / 255, FMNIST)]
+    for y in ways:
+        assert y.shape == (2, 1, 28, 28)
+        torch.testing.assert_close(y, ways[0], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(ways[0][1, 0].numpy(), expected[::-1], atol=1e-5)
+
+
+def test_channels_are_fitted_to_the_model():
+    rgb = _image(28, 28, 3)
+    grey = (rgb.astype(np.float64) @ np.array([0.299, 0.587, 0.114])) / 255  # ITU-R 601-2 luma, by hand
+    x = zoo.preprocess(rgb, FMNIST)
+    np.testing.assert_allclose(x[0, 0].numpy(), (grey - 72.94 / 255) / (90.02 / 255), atol=1e-5)
+    rgba = np.concatenate([rgb, np.zeros((28, 28, 1), np.uint8)], axis=-1)  # alpha is dropped
+    torch.testing.assert_close(zoo.preprocess(rgba, FMNIST), x)
+    g = _image(64, 64, c=None)
+    y = zoo.preprocess(g, SCENES)  # grey into a colour model: the grey value on all three channels
+    m, s = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+    np.testing.assert_allclose(y[0].numpy(), (g[None] / 255 - m[:, None, None]) / s[:, None, None], atol=1e-5)
+
+
+@pytest.mark.parametrize("hw, size, crop_pct, resized, box", [
+    ((300, 400), (224, 224), 0.875, (256, 341), (16, 58, 224, 224)),  # torchvision: short side 256, int(256*4/3)
+    ((500, 375), (224, 224), 0.875, (341, 256), (58, 16, 224, 224)),
+    ((40, 56), (28, 28), 1.0, (28, 39), (0, 6, 28, 28)),  # round((39 - 28) / 2) = round(5.5) = 6
+    ((100, 100), (30, 40), 0.5, (60, 80), (15, 20, 30, 40)),  # non-square input size: both sides
+    ((224, 224), (224, 224), 0.875, (256, 256), (16, 16, 224, 224)),  # the input size too, as timm
+])
+def test_classifier_geometry_is_timms_eval_transform(hw, size, crop_pct, resized, box):
+    assert _cls_geometry(hw, size, crop_pct) == (resized, box)
+
+
+def test_classifier_resize_and_crop_match_pil():
+    img = _image(40, 56, c=None, seed=1)
+    x = zoo.preprocess(img, FMNIST)  # tensor path: F.interpolate, antialiased
+    y = zoo.preprocess(Image.fromarray(img), FMNIST)  # PIL path, as timm's transform
+    ref = np.asarray(Image.fromarray(img).resize((39, 28), Image.BICUBIC), dtype=np.float64)[:, 6:34]
+    np.testing.assert_allclose(y[0, 0].numpy(), (ref / 255 - 72.94 / 255) / (90.02 / 255), atol=1e-5)
+    assert x.shape == y.shape == (1, 1, 28, 28)
+    assert float((x - y).abs().max()) * 90.02 / 255 < 6 / 255  # the two resamplers agree to a few grey levels
+    with pytest.raises(ValueError, match="takes 28x28 images, got 40x56"):
+        zoo.preprocess(img, FMNIST, resize=False)
+    deit = dict(zoo.resolve_data_config("sa_vit_base.cls_in1k"))  # crop_pct 0.875: a 224 image is zoomed in
+    rgb = Image.fromarray(_image(224, 224, seed=2))
+    ref = np.asarray(rgb.resize((256, 256), Image.BICUBIC), dtype=np.float64)[16:240, 16:240] / 255
+    m, s = np.array(deit["mean"]), np.array(deit["std"])
+    np.testing.assert_allclose(zoo.preprocess(rgb, deit)[0].permute(1, 2, 0).numpy(), (ref - m) / s, atol=1e-5)
+
+
+def test_segmentor_scale_is_mmcvs_keep_ratio_rescale():
+    assert _seg_size((375, 500), (2048, 512)) == (512, 683)  # min(2048/500, 512/375) = 1.3653
+    assert _seg_size((512, 2500), (2048, 512)) == (419, 2048)  # the long side binds
+    assert _seg_size((64, 64), (256, 64)) == (64, 64)
+    x = zoo.preprocess(_image(375, 500), "sa_vit_small.seg_ade20k")
+    assert x.shape == (1, 3, 512, 683)
+    assert zoo.preprocess(_image(375, 500), "sa_vit_small.seg_ade20k", resize=False).shape == (1, 3, 375, 500)
+    with pytest.raises(ValueError, match="different sizes"):
+        zoo.preprocess([_image(375, 500), _image(500, 375)], "sa_vit_small.seg_ade20k")
+
+
+def test_bad_inputs_say_what_to_do():
+    with pytest.raises(ValueError, match="must be in 0..1.*divide"):
+        zoo.preprocess(np.full((28, 28), 200.0, dtype=np.float32), FMNIST)
+    with pytest.raises(ValueError, match="dtype torch.int64"):
+        zoo.preprocess(np.zeros((28, 28), dtype=np.int64), FMNIST)
+    with pytest.raises(ValueError, match="cannot read an image batch of shape"):
+        zoo.preprocess(np.zeros((1, 2, 28, 28, 1), np.uint8), FMNIST)
+    with pytest.raises(TypeError, match="PIL images, numpy arrays, tensors"):
+        zoo.preprocess("image.png", FMNIST)
+
