@@ -15,3 +15,42 @@ def test_list_and_info(capsys):
 def test_unknown_name_is_an_error_with_matches(capsys):
     assert main(["info", "ea_vit_tny"]) == 2
     assert "ea_vit_tiny" in capsys.readouterr().err
+
+
+def test_predict_prints_classes_and_writes_label_maps_without_overwriting(tmp_path, capsys):
+    import numpy as np
+    import pytest
+    import torch
+    from PIL import Image
+
+    import zoo
+    rng = np.random.default_rng(0)
+    grey = rng.integers(0, 256, size=(28, 28), dtype=np.uint8)
+    Image.fromarray(grey).save(tmp_path / "item.png")
+    assert main(["predict", "ea_vit_micro.cls_fmnist", str(tmp_path / "item.png"), "--top", "3"]) == 0
+    printed = capsys.readouterr().out.split(": ", 1)[1].strip().split(", ")
+    clf = zoo.load("ea_vit_micro.cls_fmnist").eval()
+    cfg = clf.pretrained_cfg
+    x = (torch.from_numpy(grey).float()[None, None] / 255 - cfg["mean"][0]) / cfg["std"][0]  # by hand
+    with torch.no_grad():
+        p = clf(x).softmax(-1)[0]
+    top = p.topk(3)
+    assert printed == [f"{cfg['label_names'][k]} {100 * float(v):.1f}%" for v, k in zip(top.values, top.indices.tolist())]
+
+    scene = rng.integers(0, 256, size=(64, 64, 3), dtype=np.uint8)
+    Image.fromarray(scene).save(tmp_path / "scene.png")
+    out = tmp_path / "labels"
+    assert main(["predict", "ea_vit_micro.seg_scenes", str(tmp_path / "scene.png"), "--out", str(out)]) == 0
+    assert "scene.png ->" in capsys.readouterr().out
+    seg = zoo.load("ea_vit_micro.seg_scenes").eval()
+    m, s = torch.tensor(seg.pretrained_cfg["mean"]).view(1, 3, 1, 1), torch.tensor(seg.pretrained_cfg["std"]).view(1, 3, 1, 1)
+    with torch.no_grad():
+        expected = seg((torch.from_numpy(scene).permute(2, 0, 1)[None].float() / 255 - m) / s).argmax(1)[0]
+    assert np.array_equal(np.array(Image.open(out / "scene.png")), expected.numpy())
+    before = (out / "scene.png").read_bytes()
+    assert main(["predict", "ea_vit_micro.seg_scenes", str(tmp_path / "scene.png"), "--out", str(out)]) == 2
+    assert "would overwrite" in capsys.readouterr().err and (out / "scene.png").read_bytes() == before
+    assert main(["predict", "ea_vit_micro.seg_scenes", str(tmp_path / "scene.png")]) == 2
+    assert "--out" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["predict", "ea_vit_micro.cls_fmnist"])  # no image: argparse's usage error

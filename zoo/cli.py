@@ -4,6 +4,8 @@
     zoo pretrained [PATTERN] [--task seg]        # table: tag, params, dataset, metric
     zoo mixers
     zoo info ea_vit_base [--task cls]
+    zoo predict sa_vit_micro.cls_fmnist shirt.png [--top 5]      # classes and probabilities
+    zoo predict ea_vit_micro.seg_scenes scene.jpg --out labels/   # label maps as palette PNGs
 
 Training, evaluation, conversion and publishing are the scripts under ``tools/`` (mmengine-based).
 """
@@ -52,6 +54,59 @@ def _info(args):
                           pretrained=registry.list_pretrained(f"{args.name}.*")), indent=2))
 
 
+def _predict(args):
+    """Run a pretrained checkpoint on image files: top classes (cls) or label-map PNGs in ``--out`` (seg)."""
+    import os
+
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from . import data, factory
+    from .layers.resize_argmax import resize_argmax
+    model = factory.load(args.tag).eval()
+    cfg = data.resolve_data_config(model)
+    names = model.pretrained_cfg.get("label_names") or []
+    if cfg["task"] == "seg":
+        if not args.out:
+            raise ValueError("a segmentor writes label maps: give --out DIR")
+        targets = [os.path.join(args.out, os.path.splitext(os.path.basename(f))[0] + ".png") for f in args.images]
+        taken = [t for t in targets if os.path.exists(t)] if not args.overwrite else []
+        if taken or len(set(targets)) < len(targets):
+            raise ValueError(f"label maps would overwrite {', '.join(taken) or 'each other (same file names)'}; "
+                             f"choose another --out or pass --overwrite")
+        os.makedirs(args.out, exist_ok=True)
+    for i, path in enumerate(args.images):
+        with Image.open(path) as img:
+            img.load()
+            x = data.preprocess(img, cfg)
+            size = (img.height, img.width)
+        with torch.no_grad():
+            out = model(x)
+        if cfg["task"] == "cls":
+            probs = out.softmax(-1)[0]
+            top = probs.topk(min(args.top, probs.numel()))
+            print(f"{path}: " + ", ".join(f"{names[k] if k < len(names) else k} {100 * float(p):.1f}%"
+                                          for p, k in zip(top.values, top.indices.tolist())))
+            continue
+        labels = resize_argmax(out, size, getattr(model, "align_corners", False))[0].numpy().astype(np.uint8)
+        png = Image.fromarray(labels, mode="P")
+        png.putpalette(_palette(int(out.shape[1])))
+        png.save(targets[i])
+        share = np.bincount(labels.ravel(), minlength=out.shape[1]) / labels.size
+        order = np.argsort(-share)[:args.top]
+        print(f"{path} -> {targets[i]}: " + ", ".join(
+            f"{names[k] if k < len(names) else k} {100 * share[k]:.1f}%" for k in order if share[k] > 0))
+
+
+def _palette(n):
+    """A fixed RGB palette for ``n`` labels (label 0 black; the rest spread over hues), as a flat list for PIL."""
+    import colorsys
+    colours = [(0, 0, 0)] + [tuple(int(255 * c) for c in colorsys.hsv_to_rgb((k * 0.618034) % 1, 0.75, 0.95))
+                             for k in range(1, n)]
+    return [v for c in colours[:256] for v in c]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="zoo", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -70,6 +125,13 @@ def main(argv=None):
     q.add_argument("--task", default="cls")
     q.add_argument("--args", default="{}", help='task arguments as JSON, e.g. \'{"img_size": 32}\'')
     q.set_defaults(func=_info)
+    q = sub.add_parser("predict", help="run a pretrained checkpoint on image files (zoo.preprocess, then the model)")
+    q.add_argument("tag", help="pretrained tag, e.g. sa_vit_micro.cls_fmnist (zoo pretrained lists them)")
+    q.add_argument("images", nargs="+", help="image files (any format PIL reads)")
+    q.add_argument("--top", type=int, default=5, help="classes to print per image")
+    q.add_argument("--out", default=None, help="segmentation: folder for the label maps (palette PNGs)")
+    q.add_argument("--overwrite", action="store_true", help="segmentation: replace label maps already in --out")
+    q.set_defaults(func=_predict)
     args = p.parse_args(argv)
     try:
         args.func(args)
