@@ -64,7 +64,8 @@ def _entry(model_or_cfg):
 def _model_input(model):
     """(task, (C, H, W)) of a zoo image model without a pretrained entry, read from its patch embedding."""
     task = (getattr(model, "zoo_config", None) or {}).get("task")
-    trunk = model.backbone.trunk if hasattr(model, "backbone") and hasattr(model.backbone, "trunk") else model
+    trunk = model.backbone if hasattr(model, "backbone") else model  # a segmentor's backbone wraps the trunk,
+    trunk = trunk.trunk if hasattr(trunk, "trunk") else trunk  # as zoo.features.FeatureExtractor does
     pe = getattr(trunk, "patch_embed", None)
     if pe is not None and hasattr(pe, "proj") and hasattr(pe, "img_size"):
         return task, (pe.proj.in_channels, *pe.img_size)

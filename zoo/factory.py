@@ -10,7 +10,8 @@ from . import adapt, convert, hub, registry, upstream
 from . import pretrained as _pretrained
 
 
-def load(name, task=None, pretrained=False, checkpoint=None, checkpoint_options=None, **kwargs):
+def load(name, task=None, pretrained=False, checkpoint=None, checkpoint_options=None, features_only=False,
+         out_indices=None, **kwargs):
     """Build a model for a task, optionally with weights.
 
     Args:
@@ -27,6 +28,9 @@ def load(name, task=None, pretrained=False, checkpoint=None, checkpoint_options=
             ``zoo.CheckpointError`` naming the file, the format it was read as and what is wrong.
         checkpoint_options: Options of ``zoo.convert.load_checkpoint``, e.g. ``dict(drop_head=True)`` to keep a
             fresh head for another ``num_classes``, ``dict(drop_distillation=True)`` for distilled DeiT weights.
+        features_only: Return the classifier's trunk as a ``zoo.features.FeatureExtractor`` (timm's
+            ``features_only``): ``forward`` gives the NCHW maps of the ``out_indices`` blocks (default four, evenly
+            spread, ending with the last), ``feature_info`` their channels and reductions. Classifiers only.
         **kwargs: Task arguments, e.g. ``num_classes``, ``img_size``, ``in_chans``, ``patch_size``; and download
             options (``cache_dir``, ``force_download``, ``local_files_only``, ``endpoint``, ``token``). With
             pretrained weights, ``num_classes``, ``in_chans`` and ``img_size`` adapt them as timm does (a fresh
@@ -38,6 +42,16 @@ def load(name, task=None, pretrained=False, checkpoint=None, checkpoint_options=
         published folder, ``model.pretrained_cfg`` describes them (input spec, labels, dataset, metrics, source).
     """
     task = registry.resolve_task(task.lower() if isinstance(task, str) else task) if task is not None else None
+    if features_only or out_indices is not None:
+        if not features_only:
+            raise ValueError("out_indices selects the maps of features_only=True; pass both (or neither)")
+        from .features import FeatureExtractor
+        model = load(name, task=task, pretrained=pretrained, checkpoint=checkpoint,
+                     checkpoint_options=checkpoint_options, **kwargs)
+        if model.zoo_config.get("task") != "cls":
+            raise ValueError(f"features_only takes a classifier's trunk; {name} is a {model.zoo_config.get('task')} "
+                             f"model (a segmentor's backbone maps come from model.extract_feat)")
+        return FeatureExtractor(model, out_indices=out_indices)
     if name.startswith(("hf-hub:", "local-dir:")):
         wanted = adapt.pop_adaptable(kwargs)
         model = hub.load_published(name, **kwargs)

@@ -63,6 +63,7 @@ from mmseg.utils import add_prefix  # noqa: E402
 
 from .. import mixers  # noqa: E402
 from ..backbones.vit import SIZES, VisionTransformer  # noqa: E402
+from ..features import default_out_indices  # noqa: E402
 from ..layers.patch_embed import adapt_in_chans  # noqa: E402
 from ..layers.resize_argmax import resize_argmax  # noqa: E402
 from ..registry import model_info  # noqa: E402
@@ -76,13 +77,6 @@ STD = [58.395, 57.12, 57.375]
 
 def _pair(v):
     return tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v), int(v))
-
-
-def default_out_indices(depth, num_outs=4):
-    """Blocks whose outputs feed the neck: evenly spread, ending at the last block ((2, 5, 8, 11) for depth 12)."""
-    if depth < num_outs:
-        raise ValueError(f"a trunk of depth {depth} cannot give {num_outs} distinct intermediate layers")
-    return [(i + 1) * depth // num_outs - 1 for i in range(num_outs)]
 
 
 def slide_stride(crop):
