@@ -129,6 +129,43 @@ def test_ff_fixed_tokens_errors_and_slide():
         model.backbone(torch.randn(1, 3, 96, 96))  # the training path refuses other sizes too
 
 
+
+@pytest.mark.parametrize("size", [(64, 64), (130, 97), (50, 150)])
+def test_slide_inference_gives_mmsegs_logits(size):
+    """The zoo's slide_inference against mmseg's own (the parent class method) on the same model and input."""
+    from mmseg.models.segmentors import EncoderDecoder
+    torch.manual_seed(0)
+    model = zoo.load("ff_vit_micro", task="seg", **SMALL).eval()
+    x = torch.randn(2, 3, *size)
+    metas = lambda: [dict(img_shape=size, ori_shape=size, pad_shape=size) for _ in range(2)]  # noqa: E731
+    with torch.no_grad():
+        ours = model.slide_inference(x, metas())
+        theirs = EncoderDecoder.slide_inference(model, x, metas())
+    assert ours.shape == (2, 5, *size) and torch.equal(ours, theirs)
+
+
+def test_slide_windows_cover_the_image_or_refuse():
+    from zoo.heads.seg import slide_windows
+    assert slide_windows((130, 97), 64, 42) == [(0, 64, 0, 64), (0, 64, 33, 97), (42, 106, 0, 64), (42, 106, 33, 97),
+                                                 (66, 130, 0, 64), (66, 130, 33, 97)]
+    assert slide_windows((50, 40), 64, 42) == [(0, 50, 0, 40)]  # smaller than the crop: the whole image
+    with pytest.raises(ValueError, match="stride .* between 1 and the crop"):
+        slide_windows((130, 97), 64, 70)
+
+
+@pytest.mark.parametrize("mixer", MIXERS)
+def test_models_export_with_torch_export(mixer):
+    """torch.export traces every mixer's classifier (at another input size than built, except ff) and segmentor
+    (ff slides its window), and the exported program gives the eager outputs."""
+    torch.manual_seed(0)
+    clf = zoo.load(f"{mixer}_vit_micro", img_size=32, num_classes=5).eval()
+    seg = zoo.load(f"{mixer}_vit_micro", task="seg", **SMALL).eval()
+    for model, x in ((clf, torch.randn(2, 3, 32, 32) if mixer == "ff" else torch.randn(2, 3, 48, 64)),
+                     (seg, torch.randn(1, 3, 96, 80))):
+        with torch.no_grad():
+            exported = torch.export.export(model, (x,)).module()
+            torch.testing.assert_close(exported(x), model(x))
+
 def test_zoo_config_rebuilds_the_architecture():
     model = zoo.load("ea_vit_micro", task="seg", **SMALL)
     cfg = json.loads(json.dumps(model.zoo_config))  # plain JSON

@@ -84,6 +84,22 @@ def slide_stride(crop):
     return tuple(int(c) * 2 // 3 for c in _pair(crop))
 
 
+def slide_windows(size, crop, stride):
+    """mmseg's sliding windows over an image of ``size`` (h, w): ``[(y1, y2, x1, x2), ...]`` row by row. Each window
+    is ``crop`` (or the whole side where the image is smaller), the last of a row or column ends at the border.
+
+    Raises:
+        ValueError: a stride larger than the crop, which would leave pixels that no window covers.
+    """
+    (h, w), (ch, cw), (sh, sw) = _pair(size), _pair(crop), _pair(stride)
+    if sh > ch or sw > cw or sh < 1 or sw < 1:
+        raise ValueError(f"test_cfg stride {(sh, sw)} must be between 1 and the crop {(ch, cw)} on each side, or "
+                         f"some pixels get no window; mmseg's default is two thirds of the crop: {slide_stride((ch, cw))}")
+    rows = [(max(min(i * sh + ch, h) - ch, 0), min(i * sh + ch, h)) for i in range(max(h - ch + sh - 1, 0) // sh + 1)]
+    cols = [(max(min(j * sw + cw, w) - cw, 0), min(j * sw + cw, w)) for j in range(max(w - cw + sw - 1, 0) // sw + 1)]
+    return [(y1, y2, x1, x2) for y1, y2 in rows for x1, x2 in cols]
+
+
 def embed_dim_of(name):
     """Token width D of a registered model name (from the registry, never repeated in configs)."""
     return SIZES[model_info(name)["size"]]["embed_dim"]
@@ -466,6 +482,22 @@ class ZooEncoderDecoder(EncoderDecoder):
         """
         logits, size, (H, W) = self._head_logits(inputs)
         return F.interpolate(logits, size=size, mode="bilinear", align_corners=self.align_corners)[..., :H, :W]
+
+    def slide_inference(self, inputs, batch_img_metas):
+        """mmseg's sliding-window inference (the same windows, sums and division: the same logits), written so that
+        ``torch.export`` can trace it: the windows' coverage is checked on their geometry (``slide_windows``) instead
+        of by a data-dependent assert, and each window's logits are added into its part of the output instead of
+        being padded to the whole image first (one (B, K, H, W) tensor less per window)."""
+        B, _, H, W = inputs.shape
+        windows = slide_windows((H, W), self.test_cfg.crop_size, self.test_cfg.stride)
+        preds = inputs.new_zeros((B, self.out_channels, H, W))
+        count = inputs.new_zeros((1, 1, H, W))
+        for y1, y2, x1, x2 in windows:
+            crop = inputs[:, :, y1:y2, x1:x2]
+            batch_img_metas[0]["img_shape"] = crop.shape[2:]  # as mmseg: the heads see the window's shape
+            preds[:, :, y1:y2, x1:x2] += self.encode_decode(crop, batch_img_metas)
+            count[:, :, y1:y2, x1:x2] += 1
+        return preds / count
 
     def predict(self, inputs, data_samples=None):
         """mmseg's ``predict``: a ``SegDataSample`` per image, ``pred_sem_seg`` and ``seg_logits`` at its original size.
