@@ -175,8 +175,10 @@ def model_card(cfg):
     else:
         out.append("Not measured.")
     ref = f"hf-hub:{cfg['hf_hub_id']}" if cfg.get("hf_hub_id") else "hf-hub:<org>/<repo>"
-    out += ["", "## Usage", "", "```python", "import torch", "import zoo", "",
-            f'model = zoo.load("{ref}").eval()']
+    out += ["", "## Usage", "", "```python", "import torch", "import zoo"]
+    if task in ("cls", "seg"):
+        out.append("from PIL import Image")
+    out += ["", f'model = zoo.load("{ref}").eval()']
     if cfg.get("pretrained_tag"):
         out.append(f'# or, through the registry tag: zoo.load("{cfg["name"]}", task="{task}", pretrained=True)')
     if task in ("pcls", "pseg"):
@@ -186,11 +188,8 @@ def model_card(cfg):
     elif task == "gen":
         out += ["with torch.no_grad():", "    images = model.sample(8, seed=0)  # (8, C, H, W) in [-1, 1]"]
     else:
-        hw = inp.get("img_size") or [224, 224]
-        out.append(f"x = torch.rand(1, {inp.get('in_chans', 3)}, {hw[0]}, {hw[1]})  # 0..1 pixels")
-        if inp.get("mean") is not None:
-            out.append(f"x = (x - torch.tensor({inp['mean']}).view(1, -1, 1, 1)) / "
-                       f"torch.tensor({inp['std']}).view(1, -1, 1, 1)")
+        out += ["# any PIL image or uint8 array: resized, given the model's channels and normalised as it was evaluated",
+                "x = zoo.preprocess(Image.open(\"image.png\"), model)  # (1, C, H, W); zoo.resolve_data_config(model)"]
         if task == "cls":
             out += ["with torch.no_grad():", "    probs = model(x).softmax(-1)",
                     "label = model.pretrained_cfg[\"label_names\"][probs.argmax(-1).item()]"
