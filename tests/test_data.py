@@ -43,7 +43,7 @@ def test_normalisation_by_hand_and_every_layout_gives_the_same_batch():
     batch = np.stack([img, img[::-1]])  # (N, H, W): the IDX layout
     ways = [zoo.preprocess(batch, FMNIST), zoo.preprocess([Image.fromarray(img), Image.fromarray(img[::-1].copy())],
                                                           FMNIST),
-            zoo.preprocess(torch.from_numpy(batch), FMNIST), zoo.preprocess(batch[..., None], FMNIST),
+            zoo.preprocess(torch.from_numpy(batch)[:, None], FMNIST), zoo.preprocess(batch[..., None], FMNIST),
             zoo.preprocess(torch.from_numpy(batch)[:, None].float() / 255, FMNIST)]
     for y in ways:
         assert y.shape == (2, 1, 28, 28)
@@ -110,6 +110,8 @@ def test_bad_inputs_say_what_to_do():
         zoo.preprocess(np.zeros((28, 28), dtype=np.int64), FMNIST)
     with pytest.raises(ValueError, match="cannot read an image batch of shape"):
         zoo.preprocess(np.zeros((1, 2, 28, 28, 1), np.uint8), FMNIST)
+    with pytest.raises(ValueError, match=r"one \(C, H, W\) image .* \(N, 1, H, W\)"):
+        zoo.preprocess(torch.zeros(5, 28, 28, dtype=torch.uint8), FMNIST)  # torchvision's convention: CHW
     with pytest.raises(TypeError, match="PIL images, numpy arrays, tensors"):
         zoo.preprocess("image.png", FMNIST)
 

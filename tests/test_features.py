@@ -47,7 +47,7 @@ def test_defaults_pretrained_weights_and_preprocess():
     feats = zoo.load("ea_vit_micro.cls_fmnist", features_only=True).eval()
     assert feats.out_indices == (0, 1, 2, 3) and feats.pretrained_cfg["tag"] == "ea_vit_micro.cls_fmnist"
     clf = zoo.load("ea_vit_micro.cls_fmnist").eval()
-    x = zoo.preprocess(torch.randint(0, 256, (5, 28, 28), dtype=torch.uint8), feats)  # (N, H, W) grey
+    x = zoo.preprocess(torch.randint(0, 256, (5, 1, 28, 28), dtype=torch.uint8), feats)
     ref = _hooked_block_outputs(clf, x)[3][:, 1:]
     with torch.no_grad():
         torch.testing.assert_close(feats(x)[-1], ref.transpose(1, 2).reshape(5, 64, 7, 7))

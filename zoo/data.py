@@ -23,8 +23,8 @@
 
 Inputs follow torchvision's conventions: PIL images and numpy arrays are HWC (``(H, W)``, ``(H, W, C)``,
 ``(N, H, W, C)``; a 3-D array whose last axis is not 1, 3 or 4 is a batch of grey images ``(N, H, W)``, the IDX
-layout of Fashion-MNIST), tensors are CHW (``(H, W)``, ``(C, H, W)``, ``(N, C, H, W)``; a 3-D tensor whose first
-axis is not 1, 3 or 4 is ``(N, H, W)``); a list holds single images. uint8 is 0..255; float must be 0..1.
+layout of Fashion-MNIST), tensors are CHW (``(H, W)``, ``(C, H, W)``, ``(N, C, H, W)``; a batch of grey tensors is
+``(N, 1, H, W)``); a list holds single images. uint8 is 0..255; float must be 0..1.
 
 PIL images are resized with PIL (what timm's transform does), arrays and tensors with ``F.interpolate``
 (``antialias=True`` for classifiers, as torchvision's tensor ``Resize``; plain bilinear for segmentors, as mmcv's
@@ -166,11 +166,14 @@ def _to_batch(images):
     if t.dim() == 2:
         return [t[None]]
     if t.dim() == 3:
-        if hwc and t.shape[-1] in (1, 3, 4):
-            return [t.permute(2, 0, 1)]
-        if not hwc and t.shape[0] in (1, 3, 4):
+        if not hwc:  # torchvision's convention: a 3-D tensor is one (C, H, W) image
+            if t.shape[0] not in (1, 3, 4):
+                raise ValueError(f"a 3-D tensor is one (C, H, W) image with 1, 3 or 4 channels, got shape "
+                                 f"{tuple(t.shape)}; pass a batch of grey images as (N, 1, H, W)")
             return [t]
-        return list(t[:, None])  # (N, H, W): a batch of grey images
+        if t.shape[-1] in (1, 3, 4):
+            return [t.permute(2, 0, 1)]
+        return list(t[:, None])  # (N, H, W) array: a batch of grey images (the IDX layout)
     if t.dim() == 4:
         return list(t.permute(0, 3, 1, 2) if hwc else t)
     raise ValueError(f"cannot read an image batch of shape {tuple(t.shape)}: (H, W), (H, W, C) / (C, H, W) or "
