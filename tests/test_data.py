@@ -58,6 +58,9 @@ def test_channels_are_fitted_to_the_model():
     np.testing.assert_allclose(x[0, 0].numpy(), (grey - 72.94 / 255) / (90.02 / 255), atol=1e-5)
     rgba = np.concatenate([rgb, np.zeros((28, 28, 1), np.uint8)], axis=-1)  # alpha is dropped
     torch.testing.assert_close(zoo.preprocess(rgba, FMNIST), x)
+    g28 = _image(28, 28, c=None)
+    grey_alpha = np.stack([g28, np.full_like(g28, 255)], axis=-1)  # (H, W, 2): grey + alpha, alpha dropped
+    torch.testing.assert_close(zoo.preprocess(grey_alpha, FMNIST), zoo.preprocess(g28, FMNIST))
     g = _image(64, 64, c=None)
     y = zoo.preprocess(g, SCENES)  # grey into a colour model: the grey value on all three channels
     m, s = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])

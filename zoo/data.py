@@ -22,7 +22,7 @@
   alpha channel dropped.
 
 Inputs follow torchvision's conventions: PIL images and numpy arrays are HWC (``(H, W)``, ``(H, W, C)``,
-``(N, H, W, C)``; a 3-D array whose last axis is not 1, 3 or 4 is a batch of grey images ``(N, H, W)``, the IDX
+``(N, H, W, C)``; a 3-D array whose last axis is not 1-4 is a batch of grey images ``(N, H, W)``, the IDX
 layout of Fashion-MNIST), tensors are CHW (``(H, W)``, ``(C, H, W)``, ``(N, C, H, W)``; a batch of grey tensors is
 ``(N, 1, H, W)``); a list holds single images. uint8 is 0..255; float must be 0..1.
 
@@ -167,11 +167,11 @@ def _to_batch(images):
         return [t[None]]
     if t.dim() == 3:
         if not hwc:  # torchvision's convention: a 3-D tensor is one (C, H, W) image
-            if t.shape[0] not in (1, 3, 4):
-                raise ValueError(f"a 3-D tensor is one (C, H, W) image with 1, 3 or 4 channels, got shape "
+            if t.shape[0] not in (1, 2, 3, 4):
+                raise ValueError(f"a 3-D tensor is one (C, H, W) image with 1 to 4 channels, got shape "
                                  f"{tuple(t.shape)}; pass a batch of grey images as (N, 1, H, W)")
             return [t]
-        if t.shape[-1] in (1, 3, 4):
+        if t.shape[-1] in (1, 2, 3, 4):
             return [t.permute(2, 0, 1)]
         return list(t[:, None])  # (N, H, W) array: a batch of grey images (the IDX layout)
     if t.dim() == 4:
@@ -182,8 +182,8 @@ def _to_batch(images):
 
 def _fit_channels(x, channels):
     c = x.shape[0]
-    if c == 4:  # RGBA: drop alpha
-        x, c = x[:3], 3
+    if c in (2, 4):  # grey + alpha, RGBA: drop alpha
+        x, c = x[:c - 1], c - 1
     if c == channels:
         return x
     if c == 1 and channels == 3:
