@@ -53,9 +53,14 @@ def test_normalisation_by_hand_and_every_layout_gives_the_same_batch():
 
 def test_channels_are_fitted_to_the_model():
     rgb = _image(28, 28, 3)
-    grey = (rgb.astype(np.float64) @ np.array([0.299, 0.587, 0.114])) / 255  # ITU-R 601-2 luma, by hand
+    # uint8 arrays take PIL's path for classifiers: PIL's fixed-point ITU-R 601-2 luma, rounded to a grey level
+    r, g_, b = (rgb[..., k].astype(np.int64) for k in range(3))
+    grey_pil = ((r * 19595 + g_ * 38470 + b * 7471 + 0x8000) >> 16) / 255
     x = zoo.preprocess(rgb, FMNIST)
-    np.testing.assert_allclose(x[0, 0].numpy(), (grey - 72.94 / 255) / (90.02 / 255), atol=1e-5)
+    np.testing.assert_allclose(x[0, 0].numpy(), (grey_pil - 72.94 / 255) / (90.02 / 255), atol=1e-5)
+    grey = (rgb.astype(np.float64) @ np.array([0.299, 0.587, 0.114])) / 255  # float images: the luma in float
+    xf = zoo.preprocess(rgb.astype(np.float32) / 255, FMNIST)
+    np.testing.assert_allclose(xf[0, 0].numpy(), (grey - 72.94 / 255) / (90.02 / 255), atol=1e-5)
     rgba = np.concatenate([rgb, np.zeros((28, 28, 1), np.uint8)], axis=-1)  # alpha is dropped
     torch.testing.assert_close(zoo.preprocess(rgba, FMNIST), x)
     g28 = _image(28, 28, c=None)
@@ -80,8 +85,9 @@ def test_classifier_geometry_is_timms_eval_transform(hw, size, crop_pct, resized
 
 def test_classifier_resize_and_crop_match_pil():
     img = _image(40, 56, c=None, seed=1)
-    x = zoo.preprocess(img, FMNIST)  # tensor path: F.interpolate, antialiased
+    x = zoo.preprocess(torch.from_numpy(img)[None], FMNIST)  # tensor path: F.interpolate, antialiased
     y = zoo.preprocess(Image.fromarray(img), FMNIST)  # PIL path, as timm's transform
+    assert torch.equal(zoo.preprocess(img, FMNIST), y)  # a uint8 array takes the PIL path
     ref = np.asarray(Image.fromarray(img).resize((39, 28), Image.BICUBIC), dtype=np.float64)[:, 6:34]
     np.testing.assert_allclose(y[0, 0].numpy(), (ref / 255 - 72.94 / 255) / (90.02 / 255), atol=1e-5)
     assert x.shape == y.shape == (1, 1, 28, 28)

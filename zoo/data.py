@@ -26,9 +26,10 @@ Inputs follow torchvision's conventions: PIL images and numpy arrays are HWC (``
 layout of Fashion-MNIST), tensors are CHW (``(H, W)``, ``(C, H, W)``, ``(N, C, H, W)``; a batch of grey tensors is
 ``(N, 1, H, W)``); a list holds single images. uint8 is 0..255; float must be 0..1.
 
-PIL images are resized with PIL (what timm's transform does), arrays and tensors with ``F.interpolate``
-(``antialias=True`` for classifiers, as torchvision's tensor ``Resize``; plain bilinear for segmentors, as mmcv's
-OpenCV resize); the two agree to about 1/255 per pixel. Only torch, numpy and (for PIL inputs) Pillow are used.
+For classifiers, PIL images and uint8 arrays are resized with PIL (what timm's transform does: the same values),
+float arrays and tensors with ``F.interpolate`` (``antialias=True``, as torchvision's tensor ``Resize``; within about
+1/255 per pixel of PIL); for segmentors every input with plain bilinear ``F.interpolate``, as mmcv's OpenCV resize.
+Only torch, numpy and (for PIL inputs) Pillow are used.
 """
 import math
 
@@ -180,6 +181,33 @@ def _to_batch(images):
                      f"(N, H, W, C) / (N, C, H, W) expected")
 
 
+def _uint8_arrays_as_pil(images):
+    """``images`` with every uint8 numpy image or batch (HWC / IDX layouts) as PIL images; anything else as it is."""
+    if isinstance(images, (list, tuple)):
+        out = []
+        for im in images:
+            one = _uint8_arrays_as_pil(im)
+            out += one if isinstance(one, list) and isinstance(im, np.ndarray) else [one]
+        return out
+    if not (isinstance(images, np.ndarray) and images.dtype == np.uint8) or not _pil_available():
+        return images
+    from PIL import Image
+    a = np.ascontiguousarray(images)
+    if a.ndim == 2 or (a.ndim == 3 and a.shape[-1] in (1, 2, 3, 4)):
+        return Image.fromarray(a[..., 0] if a.ndim == 3 and a.shape[-1] == 1 else a)
+    if a.ndim in (3, 4):  # (N, H, W) or (N, H, W, C)
+        return [_uint8_arrays_as_pil(x) for x in a]
+    return images  # an unreadable shape: _to_batch names it
+
+
+def _pil_available():
+    try:
+        import PIL  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _fit_channels(x, channels):
     c = x.shape[0]
     if c in (2, 4):  # grey + alpha, RGBA: drop alpha
@@ -255,6 +283,8 @@ def preprocess(images, model_or_cfg, resize=True):
     cfg = model_or_cfg if _is_data_config(model_or_cfg) else resolve_data_config(model_or_cfg)
     channels, size = cfg["input_size"][0], tuple(cfg["input_size"][1:])
     out = []
+    if cfg["task"] == "cls" and resize:  # uint8 arrays take PIL's path, as timm's transform would (exact)
+        images = _uint8_arrays_as_pil(images)
     for img in _to_batch(images):
         if _is_pil(img):
             img = _pil_mode(img, channels)
