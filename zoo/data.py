@@ -201,11 +201,8 @@ def _uint8_arrays_as_pil(images):
 
 
 def _pil_available():
-    try:
-        import PIL  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    import importlib.util
+    return importlib.util.find_spec("PIL") is not None
 
 
 def _fit_channels(x, channels):
