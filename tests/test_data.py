@@ -121,6 +121,10 @@ def test_bad_inputs_say_what_to_do():
         zoo.preprocess(np.zeros((1, 2, 28, 28, 1), np.uint8), FMNIST)
     with pytest.raises(ValueError, match=r"one \(C, H, W\) image .* \(N, 1, H, W\)"):
         zoo.preprocess(torch.zeros(5, 28, 28, dtype=torch.uint8), FMNIST)  # torchvision's convention: CHW
+    batch = np.zeros((2, 28, 28), np.uint8)
+    for tag in (FMNIST, SCENES):  # a list holds single images, for classifiers (PIL path) and segmentors alike
+        with pytest.raises(ValueError, match="item 0 of the list holds 2 images"):
+            zoo.preprocess([batch], tag)
     with pytest.raises(TypeError, match="PIL images, numpy arrays, tensors"):
         zoo.preprocess("image.png", FMNIST)
 

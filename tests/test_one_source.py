@@ -77,10 +77,9 @@ def test_seg_recipe_normalises_with_imagenet_statistics():
 @pytest.mark.parametrize("path, key", [("configs/seg/_base_/datasets/ade20k.py", "ade20k"),
                                        ("configs/seg/_base_/datasets/fashion_scenes.py", "scenes")])
 def test_preprocess_resizes_segmentation_images_as_the_test_pipeline(path, key):
-    from zoo.data import SEG_TEST_SCALE
     resize = [t for t in _config(path).test_pipeline if t["type"] == "Resize"]
     assert len(resize) == 1 and resize[0]["keep_ratio"] is True
-    assert tuple(resize[0]["scale"]) == SEG_TEST_SCALE[key]
+    assert tuple(resize[0]["scale"]) == datasets.DATASETS[key]["test_scale"]
 
 def test_generated_shapes_use_the_shapenetpart_table():
     sys.path.insert(0, os.path.join(ROOT, "tools"))

@@ -39,9 +39,6 @@ import torch.nn.functional as F
 
 __all__ = ["preprocess", "resolve_data_config"]
 
-# mmseg's test-time Resize scale of each dataset the zoo's segmentors are evaluated on (configs/seg/_base_/datasets;
-# tests/test_one_source.py checks the two agree): (long side bound, short side bound), keep_ratio=True.
-SEG_TEST_SCALE = {"ade20k": (2048, 512), "scenes": (256, 64)}
 IMAGE_TASKS = ("cls", "seg")
 LUMA = (0.299, 0.587, 0.114)  # ITU-R 601-2, PIL's convert("L")
 
@@ -91,7 +88,7 @@ def resolve_data_config(model_or_cfg):
         crop), ``mean``, ``std`` (0..1 pixel units), ``interpolation``, ``crop_pct`` (classifiers), ``test_scale``
         (segmentors: mmseg's keep-ratio bound, or ``None``).
     """
-    from .datasets import IMAGENET_MEAN, IMAGENET_STD
+    from .datasets import DATASETS, IMAGENET_MEAN, IMAGENET_STD
     entry, model = _entry(model_or_cfg)
     tag = entry.get("tag")
     task = entry.get("task")
@@ -117,7 +114,8 @@ def resolve_data_config(model_or_cfg):
     if task == "cls":
         cfg.update(interpolation=extra.get("interpolation", "bicubic"), crop_pct=float(extra.get("crop_pct", 1.0)))
     else:
-        cfg.update(interpolation="bilinear", test_scale=SEG_TEST_SCALE.get(entry.get("dataset")))
+        test_scale = DATASETS.get(entry.get("dataset"), {}).get("test_scale")  # the seg configs' test Resize
+        cfg.update(interpolation="bilinear", test_scale=test_scale)
     return cfg
 
 
@@ -127,12 +125,18 @@ def _is_data_config(d):
         ("crop_pct" in d or "test_scale" in d)
 
 
-def _is_pil(x):
+def _pil_image_class():
+    """``PIL.Image.Image``, or ``None`` without Pillow (then no input can be a PIL image)."""
     try:
         from PIL import Image
     except ImportError:
-        return False
-    return isinstance(x, Image.Image)
+        return None
+    return Image.Image
+
+
+def _is_pil(x):
+    cls = _pil_image_class()
+    return cls is not None and isinstance(x, cls)
 
 
 def _to_batch(images):
@@ -183,13 +187,9 @@ def _to_batch(images):
 
 def _uint8_arrays_as_pil(images):
     """``images`` with every uint8 numpy image or batch (HWC / IDX layouts) as PIL images; anything else as it is."""
-    if isinstance(images, (list, tuple)):
-        out = []
-        for im in images:
-            one = _uint8_arrays_as_pil(im)
-            out += one if isinstance(one, list) and isinstance(im, np.ndarray) else [one]
-        return out
-    if not (isinstance(images, np.ndarray) and images.dtype == np.uint8) or not _pil_available():
+    if isinstance(images, (list, tuple)):  # one image per item; an item holding a batch stays for _to_batch to refuse
+        return [im if isinstance(one, list) else one for im, one in ((im, _uint8_arrays_as_pil(im)) for im in images)]
+    if not (isinstance(images, np.ndarray) and images.dtype == np.uint8) or _pil_image_class() is None:
         return images
     from PIL import Image
     a = np.ascontiguousarray(images)
@@ -198,11 +198,6 @@ def _uint8_arrays_as_pil(images):
     if a.ndim in (3, 4):  # (N, H, W) or (N, H, W, C)
         return [_uint8_arrays_as_pil(x) for x in a]
     return images  # an unreadable shape: _to_batch names it
-
-
-def _pil_available():
-    import importlib.util
-    return importlib.util.find_spec("PIL") is not None
 
 
 def _fit_channels(x, channels):

@@ -14,6 +14,8 @@ It imports numpy and the standard library only, so ``import zoo`` stays light (n
   ``split``: the split the cards' metrics are measured on; ``description``: one sentence for a card.
 * ``classes`` (optional): class names in label order, when the dataset fixes them.
 * ``mean``, ``std`` (optional): per-channel input normalisation on 0..1 pixels (multiply by 255 for the configs).
+* ``test_scale`` (optional, segmentation sets): mmseg's test-time ``Resize(scale, keep_ratio=True)`` of the seg
+  configs, ``(long side bound, short side bound)``; ``zoo.preprocess`` resizes with it.
 """
 import gzip
 import os
@@ -54,7 +56,7 @@ DATASETS = {
         description="64x64 scenes composed by tools/make_scenes.py (seed 0) from Fashion-MNIST items on textured "
                     "backgrounds, ADE20K layout: 10,000 training scenes from the train images, 500 validation scenes "
                     "from the t10k images, 11 classes (background + the 10 Fashion-MNIST classes)",
-        classes=SCENES_CLASSES, mean=IMAGENET_MEAN, std=IMAGENET_STD),
+        classes=SCENES_CLASSES, mean=IMAGENET_MEAN, std=IMAGENET_STD, test_scale=(256, 64)),
     "shapes": dict(
         name="Generated part-labelled shapes", id=None, license="apache-2.0", split="test",
         url=None,
@@ -67,7 +69,7 @@ DATASETS = {
     "ade20k": dict(name="ADE20K", id="zhoubolei/scene_parse_150", license="bsd-3-clause", split="validation",
                    url="https://groups.csail.mit.edu/vision/datasets/ADE20K/",
                    description="SceneParsing benchmark: 20,210 training and 2,000 validation images, 150 classes",
-                   mean=IMAGENET_MEAN, std=IMAGENET_STD),
+                   mean=IMAGENET_MEAN, std=IMAGENET_STD, test_scale=(2048, 512)),
     "cifar10": dict(name="CIFAR-10", id="uoft-cs/cifar10", license="unknown", split="test",
                     url="https://www.cs.toronto.edu/~kriz/cifar.html",
                     description="60,000 32x32 colour images of 10 classes (50,000 train, 10,000 test)",
