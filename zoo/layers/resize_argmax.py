@@ -169,7 +169,6 @@ def _label_block(out, cells, nr, nc, c, masks, count, x, sources, first_row, fir
     out[b[:, :, None], ys[:, :, None], xs[:, None, :]] = labels
 
 
-
 def _candidates(mask, count, c):
     """(n, c) class indices of each row's True entries of ``mask`` (n, K), at most ``c`` per row, in class order; a row
     with fewer repeats its first candidate at the end (a repeated class cannot change the first maximum's class)."""
