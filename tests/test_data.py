@@ -112,6 +112,25 @@ def test_segmentor_scale_is_mmcvs_keep_ratio_rescale():
         zoo.preprocess([_image(375, 500), _image(500, 375)], "sa_vit_small.seg_ade20k")
 
 
+@pytest.mark.parametrize("hw", [(600, 900), (200, 300)])  # shrunk (factor 0.853) and enlarged (2.56)
+def test_segmentor_resize_is_mmcvs_opencv_resize(hw):
+    """What mmseg's test pipeline feeds the model: ``mmcv.imrescale`` (OpenCV bilinear) of the uint8 image, kept
+    uint8, then normalised. PIL images take the same path (PIL's own bilinear averages over a wider window when it
+    shrinks: up to 19 levels off on this image before that was fixed)."""
+    mmcv = pytest.importorskip("mmcv")
+    smooth = np.asarray(Image.fromarray(_image(12, 18)).resize(hw[::-1], Image.BICUBIC)).astype(int)
+    img = np.clip(smooth + np.random.default_rng(1).integers(-30, 30, smooth.shape), 0, 255).astype(np.uint8)
+    cfg = zoo.resolve_data_config("sa_vit_small.seg_ade20k")
+    ref = mmcv.imrescale(img, (2048, 512), interpolation="bilinear", backend="cv2").astype(np.float64)
+    ours = [zoo.preprocess(x, cfg)[0].double() for x in (img, Image.fromarray(img))]
+    assert torch.equal(ours[0], ours[1])  # a uint8 array and a PIL image of it give the same input
+    std, mean = np.array(cfg["std"]) * 255, np.array(cfg["mean"]) * 255
+    levels = ours[0].permute(1, 2, 0).numpy() * std + mean  # back to 0..255
+    diff = np.abs(levels - ref)
+    assert diff.max() < 1 + 1e-3  # OpenCV's fixed-point weights round some pixels the other way
+    assert (diff < 1e-3).mean() > 0.8  # and most pixels exactly
+    floats = zoo.preprocess(torch.from_numpy(img).permute(2, 0, 1) / 255.0, cfg)[0].double()  # a float image is
+    assert np.abs(floats.permute(1, 2, 0).numpy() * std + mean - ref).max() < 0.8  # not rounded: within 0.5 + weights
 def test_bad_inputs_say_what_to_do():
     with pytest.raises(ValueError, match="must be in 0..1.*divide"):
         zoo.preprocess(np.full((28, 28), 200.0, dtype=np.float32), FMNIST)

@@ -28,7 +28,9 @@ layout of Fashion-MNIST), tensors are CHW (``(H, W)``, ``(C, H, W)``, ``(N, C, H
 
 For classifiers, PIL images and uint8 arrays are resized with PIL (what timm's transform does: the same values),
 float arrays and tensors with ``F.interpolate`` (``antialias=True``, as torchvision's tensor ``Resize``; within about
-1/255 per pixel of PIL); for segmentors every input with plain bilinear ``F.interpolate``, as mmcv's OpenCV resize.
+1/255 per pixel of PIL); for segmentors every input, PIL images too, with plain bilinear ``F.interpolate``, as
+mmcv's OpenCV resize, and an 8-bit input (PIL, uint8) rounded back to whole levels after it, as mmseg's pipeline keeps
+the resized image uint8: within one level of ``mmcv.imrescale`` per pixel (OpenCV's fixed-point weights).
 Only torch, numpy and (for PIL inputs) Pillow are used.
 """
 import math
@@ -140,7 +142,8 @@ def _is_pil(x):
 
 
 def _to_batch(images):
-    """``images`` as a list of (C, H, W) float tensors in 0..1 (PIL images stay PIL, for PIL's resize)."""
+    """``images`` as a list of (C, H, W) tensors, uint8 (0..255) or float in 0..1 (PIL images stay PIL, for PIL's
+    resize); ``_as_float`` turns a uint8 one into 0..1."""
     if _is_pil(images):
         return [images]
     if isinstance(images, (list, tuple)):
@@ -160,7 +163,7 @@ def _to_batch(images):
         raise TypeError(f"preprocess takes PIL images, numpy arrays, tensors or a list of them, got "
                         f"{type(images).__name__}")
     if t.dtype == torch.uint8:
-        t = t.float().div_(255)
+        pass
     elif t.is_floating_point():
         t = t.float()
         if t.numel() and (float(t.min()) < 0 or float(t.max()) > 1):
@@ -183,6 +186,11 @@ def _to_batch(images):
         return list(t.permute(0, 3, 1, 2) if hwc else t)
     raise ValueError(f"cannot read an image batch of shape {tuple(t.shape)}: (H, W), (H, W, C) / (C, H, W) or "
                      f"(N, H, W, C) / (N, C, H, W) expected")
+
+
+def _as_float(img):
+    """A (C, H, W) tensor from ``_to_batch`` as float32 in 0..1."""
+    return img.float().div_(255) if img.dtype == torch.uint8 else img
 
 
 def _uint8_arrays_as_pil(images):
@@ -244,7 +252,7 @@ def _resize(img, size, mode, antialias):
         resample = {"bicubic": Image.BICUBIC, "bilinear": Image.BILINEAR, "nearest": Image.NEAREST}[mode]
         if (img.height, img.width) != tuple(size):
             img = img.resize((size[1], size[0]), resample)
-        return _to_batch(np.asarray(img))[0]
+        return _as_float(_to_batch(np.asarray(img))[0])
     if tuple(img.shape[-2:]) == tuple(size):
         return img
     out = F.interpolate(img[None], size=size, mode=mode, align_corners=False if mode != "nearest" else None,
@@ -280,9 +288,13 @@ def preprocess(images, model_or_cfg, resize=True):
     for img in _to_batch(images):
         if _is_pil(img):
             img = _pil_mode(img, channels)
+            if cfg["task"] == "seg":  # OpenCV's bilinear, not PIL's (which averages over a wider window to shrink)
+                img = _to_batch(np.asarray(img))[0]
+        whole_levels = _is_pil(img) or img.dtype == torch.uint8
+        if _is_pil(img):
             hw = (img.height, img.width)
         else:
-            img = _fit_channels(img, channels)
+            img = _fit_channels(_as_float(img), channels)
             hw = tuple(img.shape[-2:])
         if cfg["task"] == "cls":
             if not resize and hw != size:
@@ -293,8 +305,10 @@ def preprocess(images, model_or_cfg, resize=True):
                 img = _resize(img, (rh, rw), cfg["interpolation"], antialias=True)[:, top:top + th, left:left + tw]
         elif resize and cfg.get("test_scale"):
             img = _resize(img, _seg_size(hw, cfg["test_scale"]), "bilinear", antialias=False)
+            if whole_levels:  # mmseg's pipeline resizes uint8 images to uint8: round to whole levels as it does
+                img = img.mul(255).round_().div_(255)
         if _is_pil(img):
-            img = _to_batch(np.asarray(img))[0]
+            img = _as_float(_to_batch(np.asarray(img))[0])
         out.append(_fit_channels(img, channels))
     sizes = {tuple(x.shape[-2:]) for x in out}
     if len(sizes) > 1:
