@@ -131,6 +131,8 @@ def test_segmentor_resize_is_mmcvs_opencv_resize(hw):
     assert (diff < 1e-3).mean() > 0.8  # and most pixels exactly
     floats = zoo.preprocess(torch.from_numpy(img).permute(2, 0, 1) / 255.0, cfg)[0].double()  # a float image is
     assert np.abs(floats.permute(1, 2, 0).numpy() * std + mean - ref).max() < 0.8  # not rounded: within 0.5 + weights
+
+
 def test_bad_inputs_say_what_to_do():
     with pytest.raises(ValueError, match="must be in 0..1.*divide"):
         zoo.preprocess(np.full((28, 28), 200.0, dtype=np.float32), FMNIST)

@@ -162,14 +162,12 @@ def _to_batch(images):
     else:
         raise TypeError(f"preprocess takes PIL images, numpy arrays, tensors or a list of them, got "
                         f"{type(images).__name__}")
-    if t.dtype == torch.uint8:
-        pass
-    elif t.is_floating_point():
+    if t.is_floating_point():
         t = t.float()
         if t.numel() and (float(t.min()) < 0 or float(t.max()) > 1):
             raise ValueError(f"float images must be in 0..1, got values in {float(t.min()):.4g}..{float(t.max()):.4g}"
                              f": divide 0..255 images by 255 (or pass them as uint8)")
-    else:
+    elif t.dtype != torch.uint8:
         raise ValueError(f"images of dtype {t.dtype} are not supported: pass uint8 (0..255) or float (0..1)")
     if t.dim() == 2:
         return [t[None]]
