@@ -3,6 +3,7 @@
 The references below use explicit per-head loops and hand-written normalisations on purpose: they share no
 code with ``zoo.mixers`` beyond reading parameter tensors by their official names.
 """
+import copy
 import math
 
 import pytest
@@ -234,6 +235,35 @@ def test_float32_inference_path_matches_paper_formula(name, onednn, batch, monke
         out = m(x)
         ref = REFS[name](m.double(), x.double())
     torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "autograd"])
+@pytest.mark.parametrize("how", ["autocast", "bf16 weights"])
+@pytest.mark.parametrize("batch", [1, B])
+@pytest.mark.parametrize("name", sorted(REFS))
+def test_bf16_paths_match_paper_formula(name, batch, how, grad):
+    """bf16 autocast (the fast path on CPUs with native bf16, and on GPUs) and a model cast to bf16 run every
+    mixer's inference and autograd paths, token blocks included (ea's blocked softmax once failed under autocast:
+    an ``out=`` product is not autocast), within bf16's rounding of the float64 reference."""
+    torch.manual_seed(4)
+    m = _randomise(mixers.build(name, dim=C, num_heads=H, num_tokens=N)).train(grad)
+    if hasattr(m, "chunk_tokens"):
+        m.chunk_tokens = 4
+    x = torch.randn(batch, N, C)
+    with torch.no_grad():
+        ref = REFS[name](copy.deepcopy(m).double(), x.double())
+    with torch.set_grad_enabled(grad):
+        if how == "autocast":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = m(x)
+        else:
+            out = m.to(torch.bfloat16)(x.to(torch.bfloat16))
+    assert out.dtype in (torch.float32, torch.bfloat16) and out.shape == ref.shape
+    err = (out.double() - ref).norm() / ref.norm()
+    assert err < 3e-2, f"{name} {how}: relative error {err:.3g}"
+    if grad:
+        out.float().square().sum().backward()
+        assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in m.parameters() if p.requires_grad)
 
 
 @pytest.mark.parametrize("onednn", [True, False], ids=["onednn", "f_linear"])

@@ -67,6 +67,12 @@ def onednn_ready(x, *modules):
     return plain(*modules)
 
 
+def autocast_on(x):
+    """True when autocast is on for ``x``'s device (False on devices autocast does not know, such as ``meta``)."""
+    kind = x.device.type
+    return torch.amp.is_autocast_available(kind) and torch.is_autocast_enabled(kind)
+
+
 def linear(x, weight, bias=None, fast=False):
     """``F.linear``, or oneDNN's linear when ``fast`` (the caller checked ``onednn_ready``)."""
     return onednn_linear(x, weight, bias) if fast else F.linear(x, weight, bias)
@@ -74,8 +80,12 @@ def linear(x, weight, bias=None, fast=False):
 
 def linear_into(out, x, weight, bias=None, fast=False):
     """Write ``linear(x, weight, bias, fast)`` into ``out`` (a view of a larger output, no autograd): straight from
-    the GEMM where ``out`` is one contiguous matrix (``addmm(out=...)``), else through a copy."""
-    if not fast and out.is_contiguous() and x.is_contiguous():
+    the GEMM where ``out`` is one contiguous matrix (``addmm(out=...)``), else through a copy. The copy also serves
+    autocast (``out=`` products are not autocast: the product runs in autocast's dtype and is cast into ``out``) and
+    operands of different dtypes."""
+    direct = (not fast and out.is_contiguous() and x.is_contiguous() and x.dtype == weight.dtype == out.dtype
+              and not autocast_on(x))
+    if direct:
         rows = out.numel() // out.shape[-1]
         flat = out.view(rows, out.shape[-1])
         x2 = x.reshape(rows, x.shape[-1])

@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 from torch.autograd.function import once_differentiable
 
-from ..layers.linear import linear, linear_into, onednn_ready, plain
+from ..layers.linear import autocast_on, linear, linear_into, onednn_ready, plain
 
 
 class _DoubleNormalise(torch.autograd.Function):
@@ -153,6 +153,8 @@ class ExternalAttention(nn.Module):
         exps, maxes, sums = [], [], []
         for i in range(0, x.shape[1], self.chunk_tokens):
             z = linear(x[:, i:i + self.chunk_tokens], wa, None, fast)  # (B, t, 4h*S)
+            if autocast_on(x):
+                z = z.float()  # the softmax over tokens in float32, as autocast runs softmax
             zmax = z.amax(dim=1, keepdim=True)  # (B, 1, 4h*S)
             e = (z - zmax).exp_()
             exps.append(e)
