@@ -309,3 +309,29 @@ def test_onednn_linear_is_on_by_default_only_where_it_measured_faster():
     assert default_enabled("DEFAULT", env="")[0] is False
     assert default_enabled("AVX2", env="1") == (True, "ZOO_ONEDNN_LINEAR=1")
     assert default_enabled("AVX512", env="0") == (False, "ZOO_ONEDNN_LINEAR=0")
+
+
+def test_token_blocks_are_a_cpu_path(monkeypatch):
+    """Token blocks keep a block's map in a CPU's cache; on other devices they would only add kernel launches, so
+    ea runs its inference in one block there and effa its direct form (checked on the ``meta`` device, which
+    computes shapes only)."""
+    import zoo.mixers.ea as ea_mod
+    calls = []
+    real = ea_mod.linear
+    monkeypatch.setattr(ea_mod, "linear", lambda x, *a, **k: calls.append(x.device.type) or real(x, *a, **k))
+    m = mixers.build("ea", dim=C, num_heads=H).eval()
+    m.chunk_tokens = 2
+    with torch.no_grad():
+        m(torch.randn(1, N, C))
+        assert calls == ["cpu"] * 4  # ceil(7 / 2) blocks of logits on the CPU
+        calls.clear()
+        assert m.to("meta")(torch.empty(1, N, C, device="meta")).shape == (1, N, C)
+        assert calls == ["meta"]  # one block elsewhere
+    e = mixers.build("effa", dim=C, num_heads=H).eval()
+    e.chunk_tokens = 2
+    direct = []
+    monkeypatch.setattr(e, "forward_reference", lambda x: direct.append(x.device.type) or x)
+    with torch.no_grad():
+        e(torch.randn(1, N, C))
+        e.to("meta")(torch.empty(1, N, C, device="meta"))
+    assert direct == ["meta"]

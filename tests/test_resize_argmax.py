@@ -118,3 +118,16 @@ def test_candidates_are_each_rows_classes_in_order_padded_with_its_first():
         mask[row, classes] = True
     cand = _candidates(mask, mask.sum(dim=1), 4)
     assert cand.tolist() == [[2, 7, 2, 2], [0, 3, 8, 0], [1, 4, 5, 6], [5, 5, 5, 5]]
+
+
+def test_off_the_cpu_the_plain_resize_runs(monkeypatch):
+    """The candidate passes are a CPU path (many small ops, host synchronisations); on another device the labels
+    come from the plain resize and argmax (``meta`` computes shapes only, so only the path taken is checked)."""
+    import zoo.layers.resize_argmax as ra
+
+    def refuse(*a, **k):
+        raise AssertionError("the candidate passes ran off the CPU")
+
+    monkeypatch.setattr(ra, "source_index", refuse)
+    labels = ra.resize_argmax(torch.empty(1, 5, 8, 8, device="meta"), (32, 30), rows=(2, 20), cols=(0, 30))
+    assert labels.shape == (1, 18, 30) and labels.dtype == torch.long

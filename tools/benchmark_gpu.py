@@ -93,6 +93,11 @@ def free(device):
 def machine(device):
     from zoo import cpu
     info = dict(torch=torch.__version__, cpu=cpu.cpu_model(), device=str(device))
+    for name in ("timm", "mmseg", "mmengine"):
+        try:
+            info[name] = __import__(name).__version__
+        except ImportError:
+            info[name] = None
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
         info.update(gpu=p.name, multiprocessors=p.multi_processor_count, gpu_memory_gib=round(p.total_memory / 2 ** 30, 1),
@@ -198,7 +203,7 @@ def bench_seg(args, device):
     for head in args.seg_heads:
         for res in args.seg_sizes:
             gflop = {}
-            for mode in ("infer", "train"):
+            for mode in args.seg_modes:
                 for dtype in args.dtypes:
                     variants, peak = {}, {}
                     for mixer in args.seg_mixers:
@@ -261,6 +266,7 @@ def parse_args(argv=None):
     p.add_argument("--seg-sizes", type=int, nargs="+", default=[512, 1024, 2048])
     p.add_argument("--seg-heads", default="segformer,uper", help="decode heads: segformer (light), uper")
     p.add_argument("--seg-mixers", default="sa,ea,effa,ff")
+    p.add_argument("--seg-modes", default="infer,train", help="infer (image -> label map) and/or train (one step)")
     p.add_argument("--seg-crop", type=int, default=512, help="the segmentor's crop (its img_size)")
     p.add_argument("--seg-classes", type=int, default=150)
     p.add_argument("--seg-train-batch", type=int, default=2)
@@ -275,6 +281,9 @@ def parse_args(argv=None):
         p.error(f"--only: unknown {sorted(set(args.only.split(',')) - {'cls', 'seg'})}; choose from cls, seg")
     args.seg_heads = [h for h in args.seg_heads.split(",") if h]
     args.seg_mixers = [m for m in args.seg_mixers.split(",") if m]
+    args.seg_modes = [m for m in args.seg_modes.split(",") if m]
+    if set(args.seg_modes) - {"infer", "train"}:
+        p.error(f"--seg-modes: unknown {sorted(set(args.seg_modes) - {'infer', 'train'})}; choose from infer, train")
     args.cls_families = [f for f in ("small", "base") if any(n.endswith(f"_vit_{f}") for n in args.cls_models)]
     return args
 

@@ -73,6 +73,11 @@ def resize_argmax(logits, size, align_corners=False, rows=None, cols=None, block
         raise ValueError(f"windows rows={rows}, cols={cols} do not fit the output size {tuple(size)}")
     if (h, w) == (H, W):  # same size: the resize is the identity (weights 1 and 0)
         return logits[:, :, r0:r1, c0:c1].argmax(dim=1)
+    if logits.device.type != "cpu":
+        # Off the CPU the plain resize is two kernels, while the candidate passes below are many small ones with
+        # host synchronisations: they save memory traffic that a GPU's bandwidth makes cheap (docs/BENCHMARKS.md,
+        # "On a GPU").
+        return _dense(logits, size, align_corners, rows=(r0, r1), cols=(c0, c1))
     dev = logits.device
     y0, y1, wy0, wy1 = (t[r0:r1] for t in source_index(h, H, align_corners, dev))
     x0, x1, wx0, wx1 = (t[c0:c1] for t in source_index(w, W, align_corners, dev))
@@ -115,9 +120,7 @@ def resize_argmax(logits, size, align_corners=False, rows=None, cols=None, block
     cb, ci, cj = torch.cat(multi_cells).unbind(1)  # (M,) cells with several candidates
     count = n_cand[cb, ci, cj]
     if int((count * row_n[ci] * col_n[cj]).sum()) > dense_fraction * out.numel() * K:
-        resized = torch.nn.functional.interpolate(logits.detach(), size=size, mode="bilinear",
-                                                  align_corners=align_corners)
-        return resized[:, :, r0:r1, c0:c1].argmax(dim=1)
+        return _dense(logits, size, align_corners, rows=(r0, r1), cols=(c0, c1))
     masks = torch.cat(multi_masks)  # (M, K): each cell's candidates
     row_0, col_0 = row_n.cumsum(0) - row_n, col_n.cumsum(0) - col_n  # first output row / column of each cell
     rows_, cols_ = (cy[ci], cy1[ci]), (cx[cj], cx1[cj])  # each cell's source rows (upper, lower) and columns
@@ -144,6 +147,12 @@ def resize_argmax(logits, size, align_corners=False, rows=None, cols=None, block
                 _label_block(out, cells[start:start + step], nr, nc, c_hi, masks, count, x, (cb, rows_, cols_),
                              first_row, first_col, (wy0, wy1, wx0, wx1))
     return out
+
+
+def _dense(logits, size, align_corners, rows, cols):
+    """The plain computation: the resized logits' window, then the argmax over classes."""
+    resized = torch.nn.functional.interpolate(logits.detach(), size=size, mode="bilinear", align_corners=align_corners)
+    return resized[:, :, rows[0]:rows[1], cols[0]:cols[1]].argmax(dim=1)
 
 
 def _label_block(out, cells, nr, nc, c, masks, count, x, sources, first_row, first_col, weights):

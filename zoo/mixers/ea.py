@@ -13,7 +13,8 @@ The forward computes exactly this, arranged for speed (``forward_reference`` is 
   into ``proj`` the same way: two GEMMs per token instead of four, and no (B, N, 4C) intermediate.
 - Tokens are processed in blocks of ``chunk_tokens``: each block's logits are exponentiated once against the block's
   own max, and the softmax over all N tokens is finished with per-block rescaling factors (the log-sum-exp merge), so
-  the (block x 4h*S) working set stays in cache and the cost stays linear in N for long sequences (inference).
+  the (block x 4h*S) working set stays in cache and the cost stays linear in N for long sequences (CPU inference;
+  other devices run one block, ``token_block``).
 - With autograd, the double normalisation is one function with a hand-written backward (``double_normalise``): it
   keeps one (B, N, 4h*S) map for the backward pass, where autograd's chain of exp, sums, products and a division
   kept several, and spends fewer passes over it.
@@ -142,6 +143,11 @@ class ExternalAttention(nn.Module):
         attn = double_normalise(linear(x, wa, ba, fast), self.num_heads)  # (B, N, 4h*S)
         return self.proj_drop(linear(self.attn_drop(attn), wb, bb, fast))  # (B, N, C)
 
+    def token_block(self, x):
+        """Tokens per block of the inference path: ``chunk_tokens`` on a CPU (a block's map stays in cache); all of
+        them on other devices, where blocks only add kernel launches (docs/BENCHMARKS.md, "On a GPU")."""
+        return self.chunk_tokens if x.device.type == "cpu" else x.shape[1]
+
     def _token_softmax(self, x, wa, fast):
         """Pass 1 of ``_infer``, per token block of ``x``: the logits ``x Wa^T`` (B, t, 4h*S), exponentiated against the
         block's max over its tokens (a constant shift that softmax ignores); then the factor that
@@ -151,8 +157,9 @@ class ExternalAttention(nn.Module):
             ``(exps, scales)``, one per block.
         """
         exps, maxes, sums = [], [], []
-        for i in range(0, x.shape[1], self.chunk_tokens):
-            z = linear(x[:, i:i + self.chunk_tokens], wa, None, fast)  # (B, t, 4h*S)
+        T = self.token_block(x)
+        for i in range(0, x.shape[1], T):
+            z = linear(x[:, i:i + T], wa, None, fast)  # (B, t, 4h*S)
             if autocast_on(x):
                 z = z.float()  # the softmax over tokens in float32, as autocast runs softmax
             zmax = z.amax(dim=1, keepdim=True)  # (B, 1, 4h*S)
@@ -172,7 +179,7 @@ class ExternalAttention(nn.Module):
         autograd keeps it, so that ``trans_dims.bias`` and ``linear_0.bias`` still get their (zero) gradients and
         weight decay as before). Eval mode only: the dropouts are the identity."""
         B, N, _ = x.shape
-        H, S, T = self.num_heads, self.linear_0.out_features, self.chunk_tokens
+        H, S, T = self.num_heads, self.linear_0.out_features, self.token_block(x)
         exps, scales = self._token_softmax(x, wa, fast)
         out = x.new_empty(B, N, bb.shape[0])
         for i, e, scale in zip(range(0, N, T), exps, scales):

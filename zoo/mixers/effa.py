@@ -5,8 +5,8 @@ Shen et al., "Efficient Attention: Attention with Linear Complexities" (WACV 202
 Per head: keys are softmax-normalised over the token axis, queries over the channel axis; the global context
 K^T V is a (d_k/h x d_v/h) matrix whatever N, and the output is Q (K^T V). No scaling. Cost O(N C^2 / h).
 
-The forward computes exactly this. Sequences up to ``chunk_tokens`` use the step-by-step form
-(``forward_reference``); longer ones are arranged for speed: keys and values come from one GEMM; tokens are processed in
+The forward computes exactly this. Sequences up to ``chunk_tokens``, and every sequence off the CPU, use the
+step-by-step form (``forward_reference``); longer ones on a CPU are arranged for speed: keys and values come from one GEMM; tokens are processed in
 blocks of ``chunk_tokens``, each block's keys exponentiated against the block's own max and the partial contexts
 merged with log-sum-exp weights, so the working set stays in cache and the cost stays linear in N; and
 ``reprojection`` is folded into the context (Q (K^T V) W_r^T = Q ((K^T V) W_r^T)), which removes the (B, N, d_v)
@@ -97,9 +97,10 @@ class EfficientAttention(nn.Module):
         B, N, C = x.shape
         h, T = self.num_heads, self.chunk_tokens
         layers = (self.queries, self.keys, self.values, self.reprojection)
-        # Short sequences: the direct form's flat (batch x tokens) GEMMs are as fast and blocks gain nothing; hooked
-        # or wrapped sub-layers must see their own inputs.
-        if N <= T or not plain(*layers):
+        # Short sequences: the direct form's flat (batch x tokens) GEMMs are as fast and blocks gain nothing; off the
+        # CPU blocks only add kernel launches (docs/BENCHMARKS.md, "On a GPU"); hooked or wrapped sub-layers must see
+        # their own inputs.
+        if N <= T or x.device.type != "cpu" or not plain(*layers):
             return self.forward_reference(x)
         fast = onednn_ready(x, *layers)  # CPU inference: oneDNN's linear (zoo.layers.linear)
         ctx = self.context(x, fast)  # (B, h, dk/h, dv/h)
