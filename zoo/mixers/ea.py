@@ -163,7 +163,7 @@ class ExternalAttention(nn.Module):
             if autocast_on(x):
                 z = z.float()  # the softmax over tokens in float32, as autocast runs softmax
             zmax = z.amax(dim=1, keepdim=True)  # (B, 1, 4h*S)
-            e = (z - zmax).exp_()
+            e = z.sub_(zmax).exp_()  # in place: z is this block's own fresh product
             exps.append(e)
             maxes.append(zmax)
             sums.append(e.sum(dim=1, keepdim=True))
