@@ -303,3 +303,28 @@ def test_only_names_an_unknown_section(bench, capsys):
     with pytest.raises(SystemExit):
         bench.parse_args(["--only", "mixers,segheads"])
     assert "--only: unknown section(s) segheads; choose from mixers, mixers-train" in capsys.readouterr().err
+
+
+def test_seg_rounds_bf16_adds_each_model_under_autocast(bench, monkeypatch):
+    """``--seg-bf16``: "{mixer} bf16" rows timed in the same rounds under bf16 autocast (forced on with
+    ``--emulated-bf16`` so the test runs on any CPU), with their float32 time over theirs and ``sa``'s bf16 time over
+    theirs; ``predict`` sees autocast on for those rows only."""
+    import torch
+    args = bench.parse_args(["--only", "seg-rounds", "--seg-model-size", "micro", "--seg-sizes", "64",
+                             "--seg-mixers", "sa,ea", "--repeats", "2", "--seg-bf16", "--emulated-bf16"])
+    seen = []
+    real = bench._light_model
+
+    def spy_model(a, mixer):
+        model = real(a, mixer)
+        inner = model.predict
+        model.predict = lambda x: seen.append((mixer, torch.is_autocast_enabled("cpu"))) or inner(x)
+        return model
+    monkeypatch.setattr(bench, "_light_model", spy_model)
+    rows = bench.bench_seg_rounds(args)
+    by = {r["mixer"]: r for r in rows}
+    assert set(by) == {"sa", "ea", "sa bf16", "ea bf16"}
+    assert {(m, True) for m in ("sa", "ea")} <= set(seen) and {(m, False) for m in ("sa", "ea")} <= set(seen)
+    assert by["ea bf16"]["x_sa_same_precision"] == pytest.approx(by["sa bf16"]["infer_s"] / by["ea bf16"]["infer_s"],
+                                                                  rel=0.02, abs=0.01)
+    assert by["ea bf16"]["x_fp32"] > 0 and "x_fp32" not in by["ea"]

@@ -1009,16 +1009,33 @@ def seg_gflop(model, size):
     return counter.get_total_flops() / 1e9
 
 
+class _Bf16Predict:
+    """``predict`` of a segmentor under bf16 autocast (the ``--seg-bf16`` rows)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def predict(self, x):
+        with _autocast():
+            return self.model.predict(x)
+
+
 def bench_seg_rounds(args):
     """Light-head ``predict`` (image -> label map) of every ``--seg-mixers`` model in one process, the mixers
     interleaved round by round (``--repeats`` rounds after a warm-up) at each ``--seg-sizes``: medians and each
     mixer's ratio to ``sa`` in the same rounds, which the shared machine's drift affects alike. Each row also has
     the model's GFLOP (``seg_gflop``), its rate (GFLOP / median time) and ``sa``'s GFLOP over its own, the ratio
     the times would have at equal rates. ``--seg-int8`` adds each model with int8 linears (``zoo.cpu.int8_dynamic``)
-    to the same rounds as ``"{mixer} int8"``, with its float32 time over its own (``x_fp32``)."""
+    to the same rounds as ``"{mixer} int8"``, and ``--seg-bf16`` each model under bf16 autocast as
+    ``"{mixer} bf16"`` (on a CPU with native bf16; ``--emulated-bf16`` times it elsewhere), each with its float32 time
+    over its own (``x_fp32``) and its ratio to ``sa`` in the same precision (``x_sa``)."""
     from zoo import cpu
     rows = []
     mixers = [m for m in args.seg_mixers if m != "ff"]  # ff slides its crop: a different path
+    bf16 = args.seg_bf16
+    if bf16 and bf16_skip_reason() and not args.emulated_bf16:
+        print(f"  --seg-bf16: {bf16_skip_reason()} (--emulated-bf16 times them anyway)", flush=True)
+        bf16 = False
     for R in args.seg_sizes:
         x = torch.randn(1, 3, R, R, generator=torch.Generator().manual_seed(0))
         models = {mixer: _light_model(args, mixer) for mixer in mixers}
@@ -1027,6 +1044,10 @@ def bench_seg_rounds(args):
             for mixer in mixers:
                 models[f"{mixer} int8"] = cpu.int8_dynamic(models[mixer])
                 gflop[f"{mixer} int8"] = gflop[mixer]
+        if bf16:  # the same models under bf16 autocast ("sa bf16", ...)
+            for mixer in mixers:
+                models[f"{mixer} bf16"] = _Bf16Predict(models[mixer])
+                gflop[f"{mixer} bf16"] = gflop[mixer]
         times = {m: [] for m in models}
         with torch.no_grad():
             for model in models.values():
@@ -1041,10 +1062,13 @@ def bench_seg_rounds(args):
             row = dict(mixer=mixer, px=R, infer_s=round(med[mixer], 3), rounds=args.repeats,
                        times=[round(t, 3) for t in times[mixer]], gflop=float(f"{gflop[mixer]:.4g}"),
                        gflop_per_s=round(gflop[mixer] / med[mixer], 1))
-            if mixer.endswith(" int8"):
-                fp32 = mixer[:-len(" int8")]
+            variant = mixer.partition(" ")[2]  # "", "int8" or "bf16"
+            if variant:
+                fp32 = mixer.partition(" ")[0]
                 row["x_fp32"] = round(med[fp32] / med[mixer], 2)
                 row["x_fp32_per_round"] = round(per_round_ratio(times[fp32], times[mixer]), 2)
+                if f"sa {variant}" in med:  # x_sa stays against float32 sa; this is sa in the same precision
+                    row["x_sa_same_precision"] = round(med[f"sa {variant}"] / med[mixer], 2)
             if "sa" in med:
                 row["x_sa"] = round(med["sa"] / med[mixer], 2)
                 row["x_sa_per_round"] = round(per_round_ratio(times["sa"], times[mixer]), 2)
@@ -1258,6 +1282,9 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
     p.add_argument("--seg-int8", action="store_true",
                    help="--only seg-rounds: also time each segmentor with int8 linears (zoo.cpu.int8_dynamic)")
+    p.add_argument("--seg-bf16", action="store_true",
+                   help="--only seg-rounds: also time each segmentor under bf16 autocast (native bf16 CPUs only, "
+                        "unless --emulated-bf16)")
     p.add_argument("--fmnist-root", default=FASHION_MNIST_ROOT,
                    help="Fashion-MNIST IDX files (--only int8-top1)")
     p.add_argument("--repeats", type=int, default=None, help="timed runs per measurement (default 7, quick 3)")
@@ -1371,7 +1398,7 @@ def main(argv=None):
                        f"{trunk}, medians of {args.repeats} rounds; x sa = sa's median / this median; x sa in "
                        f"FLOPs = sa's GFLOP / this GFLOP (the ratio at equal rates)",
          ["mixer", "px", "infer_s", "x_sa", "x_sa_per_round", "gflop", "gflop_per_s", "x_sa_flops", "rounds"]
-         + (["x_fp32", "x_fp32_per_round"] if args.seg_int8 else [])),
+         + (["x_fp32", "x_fp32_per_round", "x_sa_same_precision"] if args.seg_int8 or args.seg_bf16 else [])),
         ("head_paths", f"Light head's inference paths (channels-last maps + fused head) vs mmseg's (NCHW maps + "
                        f"SegformerHead.forward): predict (image -> labels), {trunk}, {rounds}", None),
     ]
