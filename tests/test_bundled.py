@@ -74,13 +74,13 @@ def test_a_folder_that_rebuilds_another_model_than_its_config_is_refused(tmp_pat
     import zoo
     from tasks.common.evaluate import check_rebuilds
     from zoo import hub
-    config = "configs/seg/upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64.py"
+    config = "configs/seg/upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-norescale.py"
     trained = zoo.load("sa_vit_micro.seg_scenes")
     stale = zoo.load("sa_vit_micro", task="seg", num_classes=11, img_size=64, patch_size=4, channels=64,
                      aux_channels=32)
     stale.load_state_dict(trained.state_dict())
     hub.save_pretrained(stale, str(tmp_path / "stale"), tag="sa_vit_micro.seg_scenes", config_name=config)
-    with pytest.raises(ValueError, match=r"neck_scales: config.json None vs .* \[2, 1, 0.5, 0.25\].*--repack"):
+    with pytest.raises(ValueError, match=r"neck_scales: config.json None vs .* \[1, 0.5, 0.25, 0.125\].*--repack"):
         check_rebuilds(os.path.join(ROOT, config), f"local-dir:{tmp_path / 'stale'}")
 
 

@@ -7,6 +7,7 @@ same keys a user passes to ``--cfg-options``: ``model.backbone.name`` -> the con
 64/42); decode head channels -> 32 and FCN channels 256 -> 16 (UPerNet configs; the light ones have no auxiliary
 head). Everything else (neck, pool scales, losses, optimiser, schedule) is the config's own.
 """
+import copy
 import glob
 import os
 import re
@@ -19,7 +20,7 @@ CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "seg", "*.py")))
 NAME = re.compile(r"(?P<head>upernet|segformerhead)_(?P<mixer>[a-z]+)-vit-(?P<size>[a-z]+)(?:-p(?P<patch>\d+))?_"
                   r"(?P<gpus>\d+)xb"
                   r"(?P<batch>\d+)-(?P<iters>\w+)_"
-                  r"(?P<data>[a-z0-9-]+)-(?P<h>\d+)x(?P<w>\d+)\.py$")
+                  r"(?P<data>[a-z0-9-]+)-(?P<h>\d+)x(?P<w>\d+)(?:-(?P<variant>[a-z][a-z0-9-]*))?\.py$")
 
 
 def _cfg(path):
@@ -55,36 +56,45 @@ def test_the_config_set():
            for s in ("tiny", "small", "base")}
     assert ade <= set(names) and len(ade) == 24
     # Both heads from scratch at the short schedule (the heads' comparison), the first published recipe (2,000
-    # iterations), the one published next (three times as long) and the bundled one (six times as long, lr 4e-3).
+    # iterations), the ones published next (three, then six times as long at lr 4e-3) and the bundled one (the
+    # 12,000-iteration recipe with the head at strides 4-32 and no random rescaling).
     assert {n for n in names if "fashion-scenes" in n} == {
         f"{h}_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py" for h in heads for m in ("sa", "ea", "effa", "ff")
     } | {f"upernet_{m}-vit-micro-p4_1xb16-{n}_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")
-         for n in (2000, 6000, 12000)}
+         for n in (2000, 6000, 12000)} | {
+        f"upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-norescale.py"
+        for m in ("sa", "ea", "effa", "ff")}
 
 
 def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is_one_recipe():
     """The seg_scenes recipe: patch 4, the trunk from the same mixer's bundled Fashion-MNIST classifier (ff's
-    token-mixing layers fresh: they are shaped by the token count), the neck rescaled so the head sees the maps of
-    the patch-8 configs; and apart from the backbone's name and start (and ff's sliding inference) the four
-    configs are the same recipe."""
+    token-mixing layers fresh: they are shaped by the token count), the neck rescaled so the head sees the token
+    grid's 16x16 map and coarser ones (strides 4-32), the training scenes at their own scale (the only change to the
+    data pipeline); and apart from the backbone's name and start (and ff's sliding inference) the four configs are
+    the same recipe."""
     from tests.load_tool import load_tool
     mw = load_tool("make_weights")
     scratch = _cfg(os.path.join(ROOT, "configs/seg/upernet_ea-vit-micro_1xb16-1500_fashion-scenes-64x64.py"))
     plain = {}
     for m in ("sa", "ea", "effa", "ff"):
         path = mw.RECIPES["seg"][1].format(m=m)
-        assert path == f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64.py"
+        assert path == (f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64"
+                        "-head4to32-norescale.py")
         cfg = _cfg(os.path.join(ROOT, path))
         bb = cfg.model.backbone
         assert (bb.name, bb.patch_size, tuple(bb.img_size)) == (f"{m}_vit_micro", 4, (64, 64))
         assert bb.init_cfg.type == "Pretrained" and bb.init_cfg.checkpoint == f"{m}_vit_micro.cls_fmnist"
         assert bb.init_cfg.get("skip") == (["blocks.*.mixer.*"] if m == "ff" else None)
         assert mw.starts_from(f"{m}_vit_micro.seg_scenes") == f"{m}_vit_micro.cls_fmnist"
-        assert cfg.model.neck.scales == [2, 1, 0.5, 0.25] and scratch.model.neck.scales == [4, 2, 1, 0.5]
+        assert cfg.model.neck.scales == [1, 0.5, 0.25, 0.125] and scratch.model.neck.scales == [4, 2, 1, 0.5]
         assert (cfg.train_cfg.max_iters, cfg.train_cfg.val_interval, cfg.optim_wrapper.optimizer.lr) == (12000, 500,
                                                                                                            4e-3)
         assert cfg.param_scheduler[1].end == 12000 and cfg.default_hooks.checkpoint.interval == 1000
-        assert cfg.train_dataloader == scratch.train_dataloader  # the data and augmentation are unchanged
+        resize = [t for t in cfg.train_dataloader.dataset.pipeline if t.type == "RandomResize"]
+        assert [t.ratio_range for t in resize] == [(1.0, 1.0)]  # scenes at their own scale, where scratch has 0.75-1.5
+        loader = copy.deepcopy(cfg.train_dataloader)
+        loader.dataset.pipeline[cfg.train_dataloader.dataset.pipeline.index(resize[0])].ratio_range = (0.75, 1.5)
+        assert loader == scratch.train_dataloader  # otherwise the data and augmentation are unchanged
         model = cfg.to_dict()["model"]
         model["backbone"] = {k: v for k, v in model["backbone"].items() if k not in ("name", "init_cfg")}
         model.pop("test_cfg")
@@ -208,7 +218,7 @@ def test_config_builds_and_steps(path):
     from mmengine.registry import DefaultScope
     m = NAME.search(os.path.basename(path))
     assert m, (f"config name does not follow <upernet|segformerhead>_<mixer>-vit-<size>_<n>xb<b>-<iters>_<data>-"
-               f"<h>x<w>.py: {path}")
+               f"<h>x<w>[-<variant>].py: {path}")
     cfg = _cfg(path)
     mixer, size = m["mixer"], m["size"]
     assert cfg.model.backbone.name == f"{mixer}_vit_{size}"
@@ -293,7 +303,7 @@ def test_tta_turns_the_logits_back_on():
 
 
 def test_publish_writes_the_neck_rescaling_and_refuses_a_folder_that_loads_as_another_model(tmp_path, monkeypatch):
-    """tools/publish.py from a patch-4 scenes checkpoint: config.json records the neck's 2, 1, 1/2, 1/4 and the
+    """tools/publish.py from a patch-4 scenes checkpoint: config.json records the neck's 1, 1/2, 1/4, 1/8 and the
     folder loads as the checkpoint's model. If zoo_config missed it (as it once did), nothing is written silently:
     publish stops and names the argument."""
     import json
@@ -301,7 +311,8 @@ def test_publish_writes_the_neck_rescaling_and_refuses_a_folder_that_loads_as_an
     import zoo
     from tests.load_tool import load_tool
     publish = load_tool("publish")
-    config = os.path.join(ROOT, "configs/seg/upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64.py")
+    config = os.path.join(ROOT, "configs/seg/"
+                          "upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-norescale.py")
     trained = zoo.load("sa_vit_micro.seg_scenes")
     ckpt, metrics = tmp_path / "iter_12000.pth", tmp_path / "metrics.json"
     torch.save(dict(state_dict=trained.state_dict(), meta=dict(iter=12000)), ckpt)
@@ -310,7 +321,7 @@ def test_publish_writes_the_neck_rescaling_and_refuses_a_folder_that_loads_as_an
             "--metrics", str(metrics), "--tag", "sa_vit_micro.seg_scenes", "--no-upload"]
     assert publish.main([*argv, "--out", str(tmp_path / "ok")]) == 0
     with open(tmp_path / "ok" / "config.json") as f:
-        assert json.load(f)["args"]["neck_scales"] == [2, 1, 0.5, 0.25]
+        assert json.load(f)["args"]["neck_scales"] == [1, 0.5, 0.25, 0.125]
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         assert torch.equal(zoo.load(f"local-dir:{tmp_path / 'ok'}").eval()(x), trained.eval()(x))
