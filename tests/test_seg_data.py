@@ -184,3 +184,64 @@ def test_make_scenes_deterministic_layout(tmp_path):
     assert len(ds.metainfo["classes"]) == 11 and ds.metainfo["classes"][0] == "background"
     lab = np.asarray(Image.open(tmp_path / "a/annotations/validation/scene_000001.png"))
     assert np.array_equal(ds[1]["data_samples"].gt_sem_seg.data[0].numpy(), lab)
+
+
+def _rolled(array, dx, dy, fill):
+    """Independent reference for a shift: np.roll, then overwrite the rows/columns that wrapped around."""
+    out = np.roll(array, (dy, dx), axis=(0, 1)).copy()
+    if dy > 0:
+        out[:dy] = fill
+    elif dy < 0:
+        out[dy:] = fill
+    if dx > 0:
+        out[:, :dx] = fill
+    elif dx < 0:
+        out[:, dx:] = fill
+    return out
+
+
+@pytest.mark.parametrize("dx, dy", [(3, -2), (-5, 4), (0, 7), (-1, 0), (0, 0)])
+def test_random_translate_shift_matches_roll(dx, dy):
+    from tasks.seg.transforms import RandomTranslate
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 256, (10, 12, 3), dtype=np.uint8)
+    seg = rng.integers(0, 11, (10, 12), dtype=np.uint8)
+    assert np.array_equal(RandomTranslate.shift(img, dx, dy, 0), _rolled(img, dx, dy, 0))
+    assert np.array_equal(RandomTranslate.shift(seg, dx, dy, 255), _rolled(seg, dx, dy, 255))
+    # a shift past the frame leaves nothing but fill
+    assert (RandomTranslate.shift(seg, 12, 0, 255) == 255).all()
+
+
+def test_random_translate_moves_image_and_labels_together():
+    from mmseg.registry import TRANSFORMS
+
+    import tasks.seg.transforms  # noqa: F401  (registers it)
+    t = TRANSFORMS.build(dict(type="RandomTranslate", max_shift=4))
+    # every pixel's label is a function of its image value, so after the shift they must still agree
+    img = np.arange(64, dtype=np.uint8).reshape(8, 8)[..., None].repeat(3, axis=2)
+    seg = (np.arange(64).reshape(8, 8) % 11).astype(np.uint8)
+    np.random.seed(1)
+    seen = set()
+    for _ in range(50):
+        out = t(dict(img=img.copy(), gt_seg_map=seg.copy(), seg_fields=["gt_seg_map"]))
+        dx, dy = out["translate"]
+        assert -4 <= dx <= 4 and -4 <= dy <= 4
+        seen.add((dx, dy))
+        kept = out["gt_seg_map"] != 255
+        assert kept.sum() == (8 - abs(dx)) * (8 - abs(dy))
+        assert np.array_equal(out["img"][..., 0][kept] % 11, out["gt_seg_map"][kept])
+        assert (out["img"][~kept] == 0).all() and out["img"].shape == img.shape
+    assert len(seen) > 10  # it does draw different shifts
+    # max_shift 0 and prob 0 leave the sample untouched
+    for kw in (dict(max_shift=0), dict(max_shift=4, prob=0.0)):
+        out = TRANSFORMS.build(dict(type="RandomTranslate", **kw))(dict(img=img.copy(), gt_seg_map=seg.copy(),
+                                                                       seg_fields=["gt_seg_map"]))
+        assert np.array_equal(out["img"], img) and np.array_equal(out["gt_seg_map"], seg)
+
+
+@pytest.mark.parametrize("kw, msg", [(dict(max_shift=-1), "max_shift"), (dict(max_shift=2.5), "max_shift"),
+                                     (dict(max_shift=2, prob=1.5), "prob")])
+def test_random_translate_refuses_bad_arguments(kw, msg):
+    from tasks.seg.transforms import RandomTranslate
+    with pytest.raises(ValueError, match=msg):
+        RandomTranslate(**kw)
