@@ -62,8 +62,27 @@ def test_the_config_set():
         f"{h}_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py" for h in heads for m in ("sa", "ea", "effa", "ff")
     } | {f"upernet_{m}-vit-micro-p4_1xb16-{n}_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")
          for n in (2000, 6000, 12000)} | {
-        f"upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-norescale.py"
-        for m in ("sa", "ea", "effa", "ff")}
+        f"upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-{v}.py"
+        for m in ("sa", "ea", "effa", "ff") for v in ("norescale", "shift8")}
+
+
+def test_the_shift_recipe_is_the_bundled_one_with_a_shift_for_resize_and_crop():
+    """The next recipe's candidate changes the training pipeline only: RandomTranslate(max_shift=8) where the
+    bundled one has its no-op RandomResize + RandomCrop; everything else (model, schedule, the other transforms) is
+    the bundled config's."""
+    for m in ("sa", "ea", "effa", "ff"):
+        base = _cfg(os.path.join(ROOT, f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-"
+                                       f"head4to32-norescale.py"))
+        shift = _cfg(os.path.join(ROOT, f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-"
+                                        f"head4to32-shift8.py"))
+        pipe = shift.train_dataloader.dataset.pipeline
+        kept = [t for t in base.train_dataloader.dataset.pipeline if t["type"] not in ("RandomResize", "RandomCrop")]
+        assert [t["type"] for t in pipe] == [kept[0]["type"], kept[1]["type"], "RandomTranslate",
+                                             *[t["type"] for t in kept[2:]]]
+        assert pipe[2]["max_shift"] == 8
+        assert [t for t in pipe if t["type"] != "RandomTranslate"] == kept
+        for key in ("model", "optim_wrapper", "param_scheduler", "train_cfg", "val_dataloader"):
+            assert shift[key] == base[key], key
 
 
 def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is_one_recipe():
