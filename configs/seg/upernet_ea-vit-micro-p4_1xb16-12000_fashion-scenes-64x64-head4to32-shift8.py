@@ -3,12 +3,5 @@
 # new token positions, which ff's position-specific token mixing needs (docs/segmentation.md, "What ff needs
 # instead: a shift, not a rescale"). The candidate for the next four-mixer retrain; not bundled yet.
 _base_ = ['./upernet_ea-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-norescale.py']
-train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadCheckedAnnotations', reduce_zero_label=False, num_classes=11),
-    dict(type='RandomTranslate', max_shift=8),
-    dict(type='RandomFlip', prob=0.5),
-    dict(type='PhotoMetricDistortion'),
-    dict(type='PackSegInputs'),
-]
+train_pipeline = {{_base_.train_pipeline_shift8}}
 train_dataloader = dict(dataset=dict(pipeline=train_pipeline))

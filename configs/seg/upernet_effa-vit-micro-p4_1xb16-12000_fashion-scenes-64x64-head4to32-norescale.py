@@ -4,13 +4,5 @@
 # make_scenes.py drew, as in validation; crop and flip stay no-ops or random as before).
 _base_ = ['./upernet_effa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64.py']
 model = dict(neck=dict(scales=[1, 0.5, 0.25, 0.125]))
-train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadCheckedAnnotations', reduce_zero_label=False, num_classes=11),
-    dict(type='RandomResize', scale=(256, 64), ratio_range=(1.0, 1.0), keep_ratio=True),
-    dict(type='RandomCrop', crop_size=(64, 64)),
-    dict(type='RandomFlip', prob=0.5),
-    dict(type='PhotoMetricDistortion'),
-    dict(type='PackSegInputs'),
-]
+train_pipeline = {{_base_.train_pipeline_own_scale}}
 train_dataloader = dict(dataset=dict(pipeline=train_pipeline))
