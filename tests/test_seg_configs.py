@@ -56,8 +56,8 @@ def test_the_config_set():
            for s in ("tiny", "small", "base")}
     assert ade <= set(names) and len(ade) == 24
     # Both heads from scratch at the short schedule (the heads' comparison), the first published recipe (2,000
-    # iterations), the ones published next (three, then six times as long at lr 4e-3) and the bundled one (the
-    # 12,000-iteration recipe with the head at strides 4-32 and no random rescaling).
+    # iterations), the ones published next (three, then six times as long at lr 4e-3; then with the head at strides
+    # 4-32 and no random rescaling) and the bundled one (the same with a random whole-pixel shift).
     assert {n for n in names if "fashion-scenes" in n} == {
         f"{h}_{m}-vit-micro_1xb16-1500_fashion-scenes-64x64.py" for h in heads for m in ("sa", "ea", "effa", "ff")
     } | {f"upernet_{m}-vit-micro-p4_1xb16-{n}_fashion-scenes-64x64.py" for m in ("sa", "ea", "effa", "ff")
@@ -66,10 +66,10 @@ def test_the_config_set():
         for m in ("sa", "ea", "effa", "ff") for v in ("norescale", "shift8")}
 
 
-def test_the_shift_recipe_is_the_bundled_one_with_a_shift_for_resize_and_crop():
-    """The next recipe's candidate changes the training pipeline only: RandomTranslate(max_shift=8) where the
-    bundled one has its no-op RandomResize + RandomCrop; everything else (model, schedule, the other transforms) is
-    the bundled config's."""
+def test_the_shift_recipe_is_the_own_scale_one_with_a_shift_for_resize_and_crop():
+    """The bundled (shift) recipe changes the own-scale recipe bundled before it in the training pipeline only:
+    RandomTranslate(max_shift=8) where that one has its no-op RandomResize + RandomCrop; everything else (model,
+    schedule, the other transforms) is the same."""
     for m in ("sa", "ea", "effa", "ff"):
         base = _cfg(os.path.join(ROOT, f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-"
                                        f"head4to32-norescale.py"))
@@ -88,9 +88,9 @@ def test_the_shift_recipe_is_the_bundled_one_with_a_shift_for_resize_and_crop():
 def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is_one_recipe():
     """The seg_scenes recipe: patch 4, the trunk from the same mixer's bundled Fashion-MNIST classifier (ff's
     token-mixing layers fresh: they are shaped by the token count), the neck rescaled so the head sees the token
-    grid's 16x16 map and coarser ones (strides 4-32), the training scenes at their own scale (the only change to the
-    data pipeline); and apart from the backbone's name and start (and ff's sliding inference) the four configs are
-    the same recipe."""
+    grid's 16x16 map and coarser ones (strides 4-32), the training scenes at their own scale and shifted by up to
+    8 whole pixels instead of rescaled and cropped (the only change to the data pipeline); and apart from the
+    backbone's name and start (and ff's sliding inference) the four configs are the same recipe."""
     from tests.load_tool import load_tool
     mw = load_tool("make_weights")
     scratch = _cfg(os.path.join(ROOT, "configs/seg/upernet_ea-vit-micro_1xb16-1500_fashion-scenes-64x64.py"))
@@ -98,7 +98,7 @@ def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is
     for m in ("sa", "ea", "effa", "ff"):
         path = mw.RECIPES["seg"][1].format(m=m)
         assert path == (f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64"
-                        "-head4to32-norescale.py")
+                        "-head4to32-shift8.py")
         cfg = _cfg(os.path.join(ROOT, path))
         bb = cfg.model.backbone
         assert (bb.name, bb.patch_size, tuple(bb.img_size)) == (f"{m}_vit_micro", 4, (64, 64))
@@ -109,11 +109,14 @@ def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is
         assert (cfg.train_cfg.max_iters, cfg.train_cfg.val_interval, cfg.optim_wrapper.optimizer.lr) == (12000, 500,
                                                                                                            4e-3)
         assert cfg.param_scheduler[1].end == 12000 and cfg.default_hooks.checkpoint.interval == 1000
-        resize = [t for t in cfg.train_dataloader.dataset.pipeline if t.type == "RandomResize"]
-        assert [t.ratio_range for t in resize] == [(1.0, 1.0)]  # scenes at their own scale, where scratch has 0.75-1.5
+        pipe = cfg.train_dataloader.dataset.pipeline
+        assert not [t for t in pipe if t.type in ("RandomResize", "RandomCrop")]  # nothing resampled
+        assert [(t.type, t.max_shift) for t in pipe if t.type == "RandomTranslate"] == [("RandomTranslate", 8)]
         loader = copy.deepcopy(cfg.train_dataloader)
-        loader.dataset.pipeline[cfg.train_dataloader.dataset.pipeline.index(resize[0])].ratio_range = (0.75, 1.5)
-        assert loader == scratch.train_dataloader  # otherwise the data and augmentation are unchanged
+        loader.dataset.pipeline = [t for t in pipe if t.type != "RandomTranslate"]
+        ref = copy.deepcopy(scratch.train_dataloader)
+        ref.dataset.pipeline = [t for t in ref.dataset.pipeline if t.type not in ("RandomResize", "RandomCrop")]
+        assert loader == ref  # otherwise the data and augmentation are unchanged
         model = cfg.to_dict()["model"]
         model["backbone"] = {k: v for k, v in model["backbone"].items() if k not in ("name", "init_cfg")}
         model.pop("test_cfg")
@@ -331,7 +334,7 @@ def test_publish_writes_the_neck_rescaling_and_refuses_a_folder_that_loads_as_an
     from tests.load_tool import load_tool
     publish = load_tool("publish")
     config = os.path.join(ROOT, "configs/seg/"
-                          "upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-norescale.py")
+                          "upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-shift8.py")
     trained = zoo.load("sa_vit_micro.seg_scenes")
     ckpt, metrics = tmp_path / "iter_12000.pth", tmp_path / "metrics.json"
     torch.save(dict(state_dict=trained.state_dict(), meta=dict(iter=12000)), ckpt)

@@ -59,7 +59,7 @@ MIXERS = ("sa", "ea", "effa", "ff")
 # task -> (dataset key of the tag, config path pattern). One recipe per task, the same for all four mixers.
 RECIPES = {
     "cls": ("fmnist", "configs/cls/{m}-vit-micro-p4_1xb128-16e_fmnist-28.py"),
-    "seg": ("scenes", "configs/seg/upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-norescale.py"),
+    "seg": ("scenes", "configs/seg/upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-shift8.py"),
     "pcls": ("shapes", "configs/pcls/pct_{m}-vit-micro_1xb16-15e_shapes-256.py"),
     "pseg": ("shapes", "configs/pseg/pct_{m}-vit-micro_1xb16-40e_shapes-part-256.py"),
     "gen": ("fmnist", "configs/gen/sagan_{m}-vit-micro_1xb32-4800it_fmnist-32x32.py"),
