@@ -16,26 +16,14 @@ train_pipeline = [
     dict(type='PhotoMetricDistortion'),
     dict(type='PackSegInputs')
 ]
-# The training pipelines of the later scenes recipes (docs/segmentation.md, "Scenes at their own scale"): the
-# scenes at the scale make_scenes.py drew them (the resize and crop above become no-ops), and the same with a random
-# whole-pixel shift of up to 8 px in their place. Recipes pick one with {{_base_.train_pipeline_own_scale}}.
-train_pipeline_own_scale = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadCheckedAnnotations', reduce_zero_label=False, num_classes=num_classes),
-    dict(type='RandomResize', scale=(256, 64), ratio_range=(1.0, 1.0), keep_ratio=True),
-    dict(type='RandomCrop', crop_size=crop_size),
-    dict(type='RandomFlip', prob=0.5),
-    dict(type='PhotoMetricDistortion'),
-    dict(type='PackSegInputs')
-]
-train_pipeline_shift8 = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadCheckedAnnotations', reduce_zero_label=False, num_classes=num_classes),
-    dict(type='RandomTranslate', max_shift=8),
-    dict(type='RandomFlip', prob=0.5),
-    dict(type='PhotoMetricDistortion'),
-    dict(type='PackSegInputs')
-]
+# The training pipelines of the later scenes recipes (docs/segmentation.md, "Scenes at their own scale"), derived
+# from the one above so that they differ from it only where they say: the scenes at the scale make_scenes.py drew
+# them (ratio 1, so the resize and crop become no-ops), and the same with a random whole-pixel shift of up to 8 px in
+# place of the resize and crop. Recipes pick one with {{_base_.train_pipeline_own_scale}}.
+train_pipeline_own_scale = [dict(t, ratio_range=(1.0, 1.0)) if t['type'] == 'RandomResize' else t
+                            for t in train_pipeline]
+train_pipeline_shift8 = [t for t in train_pipeline if t['type'] not in ('RandomResize', 'RandomCrop')]
+train_pipeline_shift8.insert(2, dict(type='RandomTranslate', max_shift=8))  # after loading the image and labels
 test_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='Resize', scale=(256, 64), keep_ratio=True),
