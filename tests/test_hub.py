@@ -105,6 +105,16 @@ def test_model_card_front_matter_is_valid_and_data_driven(tmp_path):
     assert 'zoo.load("' in body and "@article{guo2021external" in body  # usage and citation
 
 
+def test_model_card_prints_normalisation_constants_short():
+    """mmseg's ImageNet std 57.12 / 255 is 0.22399999999999998 as a float; the card says 0.224."""
+    from zoo.cards import model_card
+    with open(os.path.join(ROOT, "pretrained", "ea_vit_micro.seg_scenes", "config.json")) as f:
+        cfg = json.load(f)
+    assert cfg["input"]["std"][1] == 57.12 / 255 == 0.22399999999999998
+    line = next(t for t in model_card(cfg).splitlines() if t.startswith("| Normalisation"))
+    assert "mean [0.485, 0.456, 0.406], std [0.229, 0.224, 0.225]" in line, line
+
+
 def test_front_matter_survives_tricky_strings(tmp_path):
     from huggingface_hub import ModelCard
     """The front matter is huggingface_hub's ModelCardData: YAML-special text round-trips through its parser."""

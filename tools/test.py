@@ -22,6 +22,8 @@ import os
 import os.path as osp
 import sys
 
+import numpy as np
+
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # the repo root, for a checkout without install
 
 import tasks.common as common  # noqa: E402  (registers the CPU DDP wrapper, safe loader, progress hook)
@@ -59,8 +61,11 @@ def apply_tta(cfg):
 
 
 def jsonable(metrics):
-    """Metrics as plain JSON values: evaluators may return numpy scalars (mmseg's ``IoUMetric`` does)."""
-    return {k: v.item() if hasattr(v, "item") else v for k, v in metrics.items()}
+    """Metrics as plain JSON values: evaluators may return numpy scalars (mmseg's ``IoUMetric`` returns float32
+    values rounded to 2 decimals). A numpy float is written as the shortest decimal that reads back as the same
+    value of its own type (float32 86.88 as 86.88, not as the float64 86.87999725341797 that ``.item()`` gives)."""
+    return {k: float(str(v)) if isinstance(v, np.floating) else v.item() if hasattr(v, "item") else v
+            for k, v in metrics.items()}
 
 
 def check_paths(args):

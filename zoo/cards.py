@@ -98,6 +98,11 @@ def card_metadata(cfg):
     return card_data(cfg).to_dict()
 
 
+def _vector(values):
+    """Per-channel constants at 6 significant digits: 57.12 / 255 reads 0.224, not 0.22399999999999998."""
+    return "[" + ", ".join(f"{v:.6g}" for v in values) + "]"
+
+
 def _fmt(value):
     return str(rounded(value))
 
@@ -134,7 +139,8 @@ def model_card(cfg):
         size_txt = "x".join(str(s) for s in inp.get("img_size") or []) or "?"
         out.append(f"| Input | {size_txt} images, {inp.get('in_chans', '?')} channel(s) |")
         if inp.get("mean") is not None:
-            out.append(f"| Normalisation | (x - mean) / std on 0..1 pixels, mean {inp['mean']}, std {inp['std']} |")
+            out.append(f"| Normalisation | (x - mean) / std on 0..1 pixels, mean {_vector(inp['mean'])}, "
+                       f"std {_vector(inp['std'])} |")
     if cfg.get("num_classes") is not None:
         out.append(f"| Classes | {cfg['num_classes']} |")
     if cfg.get("label_names"):
