@@ -359,8 +359,8 @@ def test_json_out_accepts_numpy_metrics():
     import json
 
     import numpy as np
-    mod = load_tool("test")
-    out = mod.jsonable({"mIoU": np.float32(61.25), "aAcc": 90.5, "name": "x", "mAcc": np.float32(86.88),
+    from tasks.common.evaluate import plain_metrics
+    out = plain_metrics({"mIoU": np.float32(61.25), "aAcc": 90.5, "name": "x", "mAcc": np.float32(86.88),
                         "FID": np.float64(23.456789012345), "n": np.int64(7)})
     assert json.loads(json.dumps(out)) == {"mIoU": 61.25, "aAcc": 90.5, "name": "x", "mAcc": 86.88,
                                            "FID": 23.456789012345, "n": 7}

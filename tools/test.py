@@ -22,13 +22,12 @@ import os
 import os.path as osp
 import sys
 
-import numpy as np
-
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # the repo root, for a checkout without install
 
 import tasks.common as common  # noqa: E402  (registers the CPU DDP wrapper, safe loader, progress hook)
 from tasks.common import cli  # noqa: E402
 from tasks.common.checkpoint import load_strict  # noqa: E402
+from tasks.common.evaluate import load_zoo_weights, plain_metrics, zoo_model_of  # noqa: E402
 from zoo import CheckpointError  # noqa: E402
 
 
@@ -60,14 +59,6 @@ def apply_tta(cfg):
     return cfg
 
 
-def jsonable(metrics):
-    """Metrics as plain JSON values: evaluators may return numpy scalars (mmseg's ``IoUMetric`` returns float32
-    values rounded to 2 decimals). A numpy float is written as the shortest decimal that reads back as the same
-    value of its own type (float32 86.88 as 86.88, not as the float64 86.87999725341797 that ``.item()`` gives)."""
-    return {k: float(str(v)) if isinstance(v, np.floating) else v.item() if hasattr(v, "item") else v
-            for k, v in metrics.items()}
-
-
 def check_paths(args):
     """Fail before building anything when the checkpoint is missing or the ``--json-out`` folder does not exist."""
     if (args.checkpoint is None) == (args.pretrained is None):
@@ -94,8 +85,8 @@ def main(argv=None):
         metrics = _test(args, cli.build_runner(cfg))
     if args.json_out:
         with open(args.json_out, "w") as f:
-            json.dump(dict(config=args.config, checkpoint=args.checkpoint or args.pretrained, metrics=jsonable(metrics)),
-                      f, indent=2)
+            json.dump(dict(config=args.config, checkpoint=args.checkpoint or args.pretrained,
+                           metrics=plain_metrics(metrics)), f, indent=2)
     return metrics
 
 
@@ -104,12 +95,10 @@ def _test(args, runner):
     try:
         if args.pretrained:
             import zoo
-            from tasks.common.evaluate import load_zoo_weights
             load_zoo_weights(runner, zoo.load(args.pretrained), source=f"--pretrained {args.pretrained}")
         else:
             load_strict(runner, args.checkpoint)
         if args.int8:
-            from tasks.common.evaluate import zoo_model_of
             from zoo import cpu
             cpu.int8_dynamic(zoo_model_of(runner, "--int8").eval(), inplace=True)
     except (CheckpointError, ValueError) as e:

@@ -10,6 +10,8 @@ import copy
 import os.path as osp
 import tempfile
 
+import numpy as np
+
 from mmengine.dataset import DefaultSampler
 from mmengine.registry import DATA_SAMPLERS
 
@@ -96,11 +98,18 @@ def load_zoo_weights(runner, model, source="weights"):
     checkpoint.load_state_dict(zoo_model_of(runner, source), dict(model.state_dict()), source, "zoo model")
 
 
+def plain_metrics(metrics):
+    """Metrics as plain JSON values: evaluators may return numpy scalars (mmseg's ``IoUMetric`` returns float32
+    values rounded to 2 decimals). A numpy float becomes the shortest decimal that reads back as the same value of
+    its own type (float32 86.88 as 86.88, not as the float64 86.87999725341797 that ``.item()`` gives)."""
+    return {k: float(str(v)) if isinstance(v, np.floating) else v.item() if hasattr(v, "item") else v
+            for k, v in metrics.items()}
+
+
 def evaluate(config, weights, work_dir=None, max_samples=None, cfg_options=None):
     """Metrics (plain floats) of ``weights`` on ``config``'s evaluation split (the first ``max_samples`` of it)."""
     runner = build_runner(config, weights, work_dir, max_samples, cfg_options)
-    metrics = runner.test()
-    return {k: float(v.item() if hasattr(v, "item") else v) for k, v in metrics.items()}
+    return {k: float(v) for k, v in plain_metrics(runner.test()).items()}
 
 
 def example_input(model, task, batch):
