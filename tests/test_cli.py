@@ -54,3 +54,23 @@ def test_predict_prints_classes_and_writes_label_maps_without_overwriting(tmp_pa
     assert "--out" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["predict", "ea_vit_micro.cls_fmnist"])  # no image: argparse's usage error
+
+
+def test_predict_refuses_missing_or_unreadable_images_before_writing_anything(tmp_path, capsys):
+    import numpy as np
+    from PIL import Image
+
+    good = tmp_path / "scene.png"
+    Image.fromarray(np.zeros((64, 64, 3), dtype=np.uint8)).save(good)
+    out = tmp_path / "labels"
+    assert main(["predict", "ea_vit_micro.seg_scenes", str(good), str(tmp_path / "gone.png"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no such image file" in err and "gone.png" in err and "scene.png" not in err
+    (tmp_path / "notes.png").write_text("not an image")
+    truncated = tmp_path / "cut.png"
+    truncated.write_bytes(good.read_bytes()[:60])
+    assert main(["predict", "ea_vit_micro.seg_scenes", str(good), str(tmp_path / "notes.png"), str(truncated),
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "not an image PIL can read" in err and "notes.png" in err and "cut.png" in err
+    assert not out.exists()  # the good image's label map was not written either

@@ -11,6 +11,7 @@ Training, evaluation, conversion and publishing are the scripts under ``tools/``
 """
 import argparse
 import json
+import os
 import sys
 
 from . import mixers, registry
@@ -56,14 +57,13 @@ def _info(args):
 
 def _predict(args):
     """Run a pretrained checkpoint on image files: top classes (cls) or label-map PNGs in ``--out`` (seg)."""
-    import os
-
     import numpy as np
     import torch
     from PIL import Image
 
     from . import data, factory
     from .layers.resize_argmax import resize_argmax
+    _check_images(args.images)
     model = factory.load(args.tag).eval()
     cfg = data.resolve_data_config(model)
     names = model.pretrained_cfg.get("label_names") or []
@@ -97,6 +97,23 @@ def _predict(args):
         order = np.argsort(-share)[:args.top]
         print(f"{path} -> {targets[i]}: " + ", ".join(
             f"{names[k] if k < len(names) else k} {100 * share[k]:.1f}%" for k in order if share[k] > 0))
+
+
+def _check_images(paths):
+    """Refuse the whole run, before a model is loaded or a label map written, if any file is missing or unreadable."""
+    from PIL import Image, UnidentifiedImageError
+    missing = [f for f in paths if not os.path.isfile(f)]
+    if missing:
+        raise ValueError(f"no such image file: {', '.join(missing)}")
+    unreadable = []
+    for f in paths:
+        try:
+            with Image.open(f) as img:
+                img.verify()  # reads the header and checks the data without decoding it to pixels
+        except (UnidentifiedImageError, OSError, SyntaxError) as e:  # what PIL raises for a non-image / truncated file
+            unreadable.append(f"{f} ({e.__class__.__name__})")
+    if unreadable:
+        raise ValueError(f"not an image PIL can read: {', '.join(unreadable)}")
 
 
 def _palette(n):
