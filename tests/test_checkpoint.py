@@ -234,3 +234,17 @@ def test_pretrained_weights_into_a_runner_model_are_checked_strictly():
     weights = micro("sa", seed=3)
     load_zoo_weights(runner, weights)
     assert torch.equal(outputs(runner.model.zoo_model), outputs(weights))
+
+
+def test_weights_of_another_task_are_refused_with_the_tags_that_fit():
+    """A cls tag given to a seg config (``tools/test.py ... --pretrained sa_vit_micro.cls_fmnist``) names the task
+    mismatch and the same model's tags for the config's task, instead of a list of missing and unexpected keys."""
+    from types import SimpleNamespace
+
+    import tasks.seg  # noqa: F401
+    from tasks.common.evaluate import load_zoo_weights
+    segmentor = zoo.load("sa_vit_micro.seg_scenes")
+    runner = SimpleNamespace(model=segmentor)
+    with pytest.raises(ValueError, match=r"--pretrained sa_vit_micro.cls_fmnist holds a 'cls' model but the config "
+                                         r"builds a 'seg' one; give weights of the same task \(sa_vit_micro.seg_scenes"):
+        load_zoo_weights(runner, zoo.load("sa_vit_micro.cls_fmnist"), source="--pretrained sa_vit_micro.cls_fmnist")

@@ -253,3 +253,25 @@ def test_schedule_option_given_keeps_the_schedule():
     cfg = _load("configs/seg/upernet_sa-vit-base_8xb2-160k_ade20k-512x512.py", "train_cfg.max_iters=1600",
                 "param_scheduler.1.end=160000")
     assert [(s.begin, s.end) for s in cfg.param_scheduler] == [(0, 1500), (1500, 160000)]
+
+
+# -- a config that is not there, weights of another task -------------------------------------------------------------
+def test_missing_config_names_close_matches(capsys):
+    wrong = _config("ea").replace("250e", "205e")
+    for tool in (train_tool, test_tool):
+        with pytest.raises(SystemExit) as e:
+            tool.main([wrong, "x.pth"] if tool is test_tool else [wrong])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert f"config {wrong} not found; close matches: " in err
+        assert os.path.relpath(_config("ea")) in err.split("close matches: ")[1]
+
+
+def test_training_from_weights_of_another_task_is_one_line(tmp_path):
+    """``tools/train.py SEG_CONFIG --pretrained CLS_TAG`` stops before training and names the tags that fit."""
+    config = os.path.join(ROOT, "configs/seg/upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-shift8.py")
+    with pytest.raises(SystemExit) as e:
+        train_tool.main([config, "--pretrained", "sa_vit_micro.cls_fmnist", "--work-dir", str(tmp_path / "wd")])
+    assert str(e.value) == ("tools/train.py: error: pretrained weights sa_vit_micro.cls_fmnist holds a 'cls' model but "
+                            "the config builds a 'seg' one; give weights of the same task (sa_vit_micro.seg_scenes).")
+    assert not glob.glob(str(tmp_path / "wd" / "*.pth"))

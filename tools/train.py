@@ -14,6 +14,7 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # the repo 
 
 import tasks.common as common  # noqa: E402  (registers the CPU DDP wrapper, safe loader, progress hook)
 from tasks.common import cli, finetune  # noqa: E402
+from zoo import CheckpointError  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -60,7 +61,10 @@ def main(argv=None):
 def _train(cfg, weights):
     runner = cli.build_runner(cfg)
     if weights:  # loaded weights mark the modules initialised: the Runner's init_weights keeps them
-        finetune.start_from(runner, weights)
+        try:
+            finetune.start_from(runner, weights)
+        except (CheckpointError, ValueError) as e:  # weights of another task or mixer: one line, not a traceback
+            raise SystemExit(f"tools/train.py: error: {e}") from e
     runner.train()
 
 

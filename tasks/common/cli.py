@@ -29,9 +29,22 @@ def add_common_args(parser, cfg_options_example):
 def parse(parser, argv=None):
     """Parse, and export LOCAL_RANK for launchers that pass it as an argument."""
     args = parser.parse_args(argv)
+    if not osp.isfile(args.config):
+        parser.error(f"config {args.config} not found{_close_configs(args.config)}")
     if "LOCAL_RANK" not in os.environ:
         os.environ["LOCAL_RANK"] = str(args.local_rank)
     return args
+
+
+def _close_configs(path):
+    """The repository's configs whose names are close to ``path``'s, as an error message's tail ('' if none)."""
+    import difflib
+    import glob
+    root = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), "configs")
+    known = {osp.basename(f): osp.relpath(f) for f in glob.glob(osp.join(root, "**", "*.py"), recursive=True)
+             if not any(part.startswith("_") for part in osp.relpath(f, root).split(os.sep))}
+    close = difflib.get_close_matches(osp.basename(path), list(known), n=3, cutoff=0.6)
+    return f"; close matches: {', '.join(known[c] for c in close)}" if close else ""
 
 
 _LENGTH_KEYS = ("train_cfg.max_iters", "train_cfg.max_epochs")

@@ -94,8 +94,15 @@ def load_zoo_weights(runner, model, source="weights"):
     """Copy the weights of a zoo ``model`` strictly into the zoo model inside ``runner.model`` (DDP and TTA
     wrappers are looked through); a mismatch is ``zoo.checkpoint``'s ``WeightsMismatchError`` naming the missing,
     unexpected and mis-shaped keys."""
-    from zoo import checkpoint
-    checkpoint.load_state_dict(zoo_model_of(runner, source), dict(model.state_dict()), source, "zoo model")
+    from zoo import checkpoint, registry
+    target = zoo_model_of(runner, source)
+    have, want = (getattr(m, "zoo_config", {}).get("task") for m in (model, target))
+    if have and want and have != want:  # e.g. a cls tag given to a seg config: say so instead of listing 56 keys
+        name = target.zoo_config.get("name", "")
+        tags = registry.list_pretrained(f"{name}.{want}_*") if name else []
+        raise ValueError(f"{source} holds a {have!r} model but the config builds a {want!r} one; give weights of "
+                         f"the same task" + (f" ({', '.join(tags)})" if tags else "") + ".")
+    checkpoint.load_state_dict(target, dict(model.state_dict()), source, "zoo model")
 
 
 def plain_metrics(metrics):
