@@ -12,7 +12,9 @@ PRED_A = np.array([[0, 0, 1, 2], [0, 1, 1, 1], [2, 1, 0, 0], [0, 2, 0, 0]])
 # the best item class per pixel (background left out): class 1's region votes 1,2,1,1 (right), class 2's votes
 # 2,1,1,2 (a tie, which goes to the lower class 1: wrong)
 ITEMS_A = np.array([[1, 1, 1, 2], [1, 1, 1, 1], [2, 1, 1, 1], [1, 2, 1, 1]])
-# Image B: two separate class-1 regions of one pixel each, one named right, one wrong; background right.
+# The class-2 item touches the class-1 item diagonally ((1, 2) and (2, 1)), so its wrong name is a touching item's.
+# Image B: two separate class-1 regions of one pixel each, one named right, one wrong (as class 2, which no pixel
+# next to it has); background right.
 GT_B = np.array([[1, 0, 1]])
 PRED_B = np.array([[1, 0, 2]])
 ITEMS_B = np.array([[1, 1, 2]])
@@ -24,7 +26,7 @@ def test_the_breakdown_matches_counts_by_hand():
     # 1 as 2; class 2: A 2 right, 1 as background, 1 as class 1
     assert conf.tolist() == [[8, 1, 0], [0, 4, 2], [1, 1, 2]]
     votes = errors.item_votes([GT_A, GT_B], [ITEMS_A, ITEMS_B], 3, min_pixels=1)
-    assert sorted(votes) == [(1, 0), (1, 1), (4, 0), (4, 1)]
+    assert sorted(votes) == [(1, 0, 0, 0.0), (1, 1, 0, 0.0), (4, 0, 1, 1.0), (4, 1, 0, 0.0)]
     out = errors.breakdown(conf, votes)
     # IoU: background 8 / (9 + 9 - 8), class 1 4 / (6 + 6 - 4), class 2 2 / (4 + 4 - 2)
     assert out["iou"] == pytest.approx([80.0, 50.0, 100 / 3])
@@ -35,10 +37,27 @@ def test_the_breakdown_matches_counts_by_hand():
     assert out["item_pixels_right"] == pytest.approx(60.0)
     assert out["item_pixels_as_other_item"] == pytest.approx(30.0)
     assert out["items"] == 4 and out["items_majority_right"] == pytest.approx(50.0)
-    assert out["by_size"]["<150"] == dict(items=4, majority_right=pytest.approx(50.0))
+    assert out["items_named_as_touching_item"] == pytest.approx(25.0)
+    assert out["by_size"]["<150"] == dict(items=4, majority_right=pytest.approx(50.0),
+                                          named_as_touching_item=pytest.approx(25.0),
+                                          named_as_touching_item_by_chance=pytest.approx(25.0))
     assert out["by_size"][">=400"]["items"] == 0
     # min_pixels drops the one-pixel regions
-    assert sorted(errors.item_votes([GT_A, GT_B], [ITEMS_A, ITEMS_B], 3, min_pixels=2)) == [(4, 0), (4, 1)]
+    assert [v[:3] for v in sorted(errors.item_votes([GT_A, GT_B], [ITEMS_A, ITEMS_B], 3, min_pixels=2))] == \
+        [(4, 0, 1), (4, 1, 0)]
+
+
+def test_a_wrong_name_is_checked_against_the_items_it_touches_and_against_chance():
+    # Five classes: items 1 (2x2), 2 (a column of 2) and 4 (a row of 2 below them); each touches the other two
+    # (8-connected), so a wrong name drawn at random from the 3 other item classes hits a touching one with 2/3.
+    gt = np.array([[1, 1, 2, 0], [1, 1, 2, 0], [0, 4, 4, 0]])
+    # item 1 named 3 (wrong, touches no 3), item 2 named 2 (right), item 4 named 2 (wrong, the item it touches)
+    named = np.array([[3, 3, 2, 1], [3, 3, 2, 1], [1, 2, 2, 1]])
+    votes = sorted(errors.item_votes([gt], [named], 5, min_pixels=1))
+    assert votes == [(2, 0, 1, pytest.approx(2 / 3)), (2, 1, 0, 0.0), (4, 0, 0, pytest.approx(2 / 3))]
+    out = errors.breakdown(errors.confusion([gt], [named], 5), votes)
+    assert out["items_named_as_touching_item"] == pytest.approx(100 / 3)
+    assert out["items_named_as_touching_item_by_chance"] == pytest.approx(100 * (4 / 3) / 3)
 
 
 def test_the_miou_is_mmsegs():

@@ -8,6 +8,9 @@ image of the split (as ``tools/test.py`` does: RGB, the model's mean/std, whole 
 - **Per item**: each connected region of one ground-truth item class (an item as far as it is visible; at least
   ``min_pixels``) takes the majority of the item classes predicted over it; the share of regions whose majority is
   right, overall and by visible size. This is the item-level recognition rate, comparable with a classifier's top-1.
+  A region named wrong is split further: named as an item it touches (a ground-truth item class among the pixels
+  8-connected to it: the occluder, or the item it hides), or as something else; next to it, the share a wrong name
+  drawn at random from the other item classes would give (``..._by_chance``), the baseline that share is read against.
 
 mIoU is recomputed from the same confusion matrix, so the breakdown adds up to what the card reports.
 """
@@ -32,12 +35,16 @@ def confusion(gts, preds, num_classes):
 
 
 def item_votes(gts, item_preds, num_classes, background=0, min_pixels=20):
-    """``[(visible pixels, majority right)]`` for every connected region of one item class in ``gts``.
+    """``[(visible pixels, majority right, majority is a touching item's class, that by chance)]`` for every
+    connected region of one item class in ``gts``.
 
     ``item_preds`` is the best item class per pixel (background excluded), so a region's majority is over the
-    item classes only; ties go to the lowest class index.
+    item classes only; ties go to the lowest class index. The third value is 1 when the majority is wrong and is
+    the ground-truth class of an item pixel 8-connected to the region (an item it touches); the fourth is its
+    probability had a wrong majority been any other item class with equal chance (touching classes / other classes).
     """
     from scipy import ndimage
+    ring = np.ones((3, 3), bool)
     out = []
     for gt, pred in zip(gts, item_preds):
         gt, pred = np.asarray(gt, np.int64), np.asarray(pred, np.int64)
@@ -48,8 +55,13 @@ def item_votes(gts, item_preds, num_classes, background=0, min_pixels=20):
             for j in range(1, n + 1):
                 mask = regions == j
                 size = int(mask.sum())
-                if size >= min_pixels:
-                    out.append((size, int(np.bincount(pred[mask], minlength=num_classes).argmax() == c)))
+                if size < min_pixels:
+                    continue
+                named = int(np.bincount(pred[mask], minlength=num_classes).argmax())
+                touching = gt[ndimage.binary_dilation(mask, ring) & ~mask]
+                others = set(np.unique(touching).tolist()) - {background, c}
+                out.append((size, int(named == c), int(named != c and named in others),
+                            (named != c) * len(others) / (num_classes - 2)))  # other item classes: K - background - c
     return out
 
 
@@ -72,13 +84,22 @@ def breakdown(conf, votes, background=0):
         item_pixels_right=100 * float(right / item_px),
         item_pixels_as_other_item=100 * float((fg_inter - right) / item_px),
         items=len(votes),
-        items_majority_right=100 * float(np.mean([r for _, r in votes])) if votes else float("nan"),
+        items_majority_right=_share([v[1] for v in votes]),
+        items_named_as_touching_item=_share([v[2] for v in votes]),
+        items_named_as_touching_item_by_chance=_share([v[3] for v in votes]),
         by_size={})
     for lo, hi in SIZE_BINS:
-        sel = [r for s, r in votes if s >= lo and (hi is None or s < hi)]
+        sel = [v for v in votes if v[0] >= lo and (hi is None or v[0] < hi)]
         key = f"<{hi}" if not lo else f"{lo}-{hi}" if hi else f">={lo}"
-        out["by_size"][key] = dict(items=len(sel), majority_right=100 * float(np.mean(sel)) if sel else float("nan"))
+        out["by_size"][key] = dict(items=len(sel), majority_right=_share([v[1] for v in sel]),
+                                   named_as_touching_item=_share([v[2] for v in sel]),
+                                   named_as_touching_item_by_chance=_share([v[3] for v in sel]))
     return out
+
+
+def _share(flags):
+    """Mean of ``flags`` (0/1 or probabilities) in percent (NaN for none)."""
+    return 100 * float(np.mean(flags)) if flags else float("nan")
 
 
 def predict(model, paths, batch=50):
