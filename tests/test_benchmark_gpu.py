@@ -20,7 +20,8 @@ def test_cpu_smoke_run_writes_every_row(tmp_path, capsys):
     cls = {(r["model"], r["dtype"]): r for r in res["cls"]}
     assert set(cls) == {(m, d) for m in ("sa_vit_small", "ea_vit_small") for d in ("fp32", "bf16")}
     for r in cls.values():
-        assert r["ms"] > 0 and r["images_per_s"] == pytest.approx(1e3 / r["ms"], rel=1e-2)
+        # images_per_s is written to one decimal: a slow (loaded) run of 2.36 images/s reads 2.4
+        assert r["ms"] > 0 and r["images_per_s"] == pytest.approx(1e3 / r["ms"], rel=1e-2, abs=0.05)
     seg = {(r["mode"], r["dtype"], r["mixer"]): r for r in res["seg"]}
     # ff trains at its crop (64 here), so every (mode, dtype, mixer) row is there
     assert set(seg) == {(mo, d, m) for mo in ("infer", "train") for d in ("fp32", "bf16") for m in ("sa", "ea", "ff")}
