@@ -58,14 +58,15 @@ def test_bad_arguments_are_refused():
 
 def test_a_scenes_segmentor_trains_with_it(tmp_path):
     """The config option of the module docstring builds, the head's loss uses it, and a step lowers it."""
-    import zoo
-    from mmseg.structures import SegDataSample
     from mmengine.structures import PixelData
+    from mmseg.registry import MODELS
+    from mmseg.structures import SegDataSample
+
     import tasks.seg  # noqa: F401  (registers the loss)
+    import zoo
+    from zoo.heads.seg_loss import low_memory_applies
     seg = zoo.load("sa_vit_micro", task="seg", num_classes=3, img_size=32, patch_size=4, channels=16,
                    aux_channels=8)
-    from mmseg.registry import MODELS
-    from zoo.heads.seg_loss import low_memory_applies
     # what --cfg-options model.decode_head.loss_decode.type=NeighbourWeightedCrossEntropy leaves: CE's keys + type
     criterion = MODELS.build(dict(type="NeighbourWeightedCrossEntropy", use_sigmoid=False, loss_weight=1.0, boost=2.0))
     calls = []
