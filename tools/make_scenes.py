@@ -38,8 +38,12 @@ def background(rng, size):
     return np.clip(bg, 0, 255)
 
 
-def compose(rng, images, labels, size=64, min_items=2, max_items=5, scale=(0.6, 1.6), threshold=40):
-    """One scene: (image (size, size, 3) uint8, label map (size, size) uint8)."""
+def compose(rng, images, labels, size=64, min_items=2, max_items=5, scale=(0.6, 1.6), threshold=40, placed=None):
+    """One scene: (image (size, size, 3) uint8, label map (size, size) uint8).
+
+    ``placed``, a list, receives one ``(item index, side, y, x)`` per item in paint order (``tasks.seg.oracle``
+    replays scenes with it); it changes nothing else.
+    """
     canvas = background(rng, size)
     label = np.zeros((size, size), dtype=np.uint8)
     for _ in range(int(rng.integers(min_items, max_items + 1))):
@@ -54,6 +58,8 @@ def compose(rng, images, labels, size=64, min_items=2, max_items=5, scale=(0.6, 
         region = canvas[y:y + side, x:x + side]
         region[mask] = rgb[mask]  # later items occlude earlier ones
         label[y:y + side, x:x + side][mask] = int(labels[i]) + 1
+        if placed is not None:
+            placed.append((i, side, y, x))
     return np.clip(np.rint(canvas), 0, 255).astype(np.uint8), label
 
 
@@ -76,13 +82,16 @@ def make_scenes(out, seed=0, num_train=2000, num_val=500, size=64, fmnist=FMNIST
     if size < 28:
         raise ValueError(f"--size must be at least 28 (one item), got {size}")
     result = {}
-    # One independent stream per split, both derived from the seed: the validation set does not change when the
-    # number of training scenes does.
-    streams = np.random.SeedSequence(seed).spawn(2)
-    for (split, name, num), ss in zip((("train", "training", num_train), ("t10k", "validation", num_val)), streams):
+    for split, name, num in (("train", "training", num_train), ("t10k", "validation", num_val)):
         images, labels = load_split(fmnist, split)
-        result[name] = write_split(out, name, images, labels, num, np.random.default_rng(ss), size, **kwargs)
+        result[name] = write_split(out, name, images, labels, num, split_rng(seed, name), size, **kwargs)
     return result
+
+
+def split_rng(seed, name):
+    """The random stream of split ``name`` (``training`` or ``validation``): one independent stream per split, both
+    derived from the seed, so the validation set does not change when the number of training scenes does."""
+    return np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[("training", "validation").index(name)])
 
 
 def main(argv=None):
