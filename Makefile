@@ -10,7 +10,7 @@ FMNIST  := /usr/share/datasets/fashion-mnist
 # Tests use few threads so that two pytest workers or a torchrun pair do not oversubscribe two cores.
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup data scenes shapes test test-latest test-slow demo demo-train weights bench cards clean
+.PHONY: setup data scenes scenes40k shapes test test-latest test-slow demo demo-train weights bench cards clean
 
 setup: $(STAMP) data
 
@@ -29,9 +29,16 @@ data:
 # bundled checkpoints were trained and are tested on them.
 SCENES  := data/fashion_scenes/.complete
 SHAPES  := data/shapes/.complete
+# Four times the training scenes (same generator and seed: the first 10,000 and the validation scenes are the ones
+# above), for the configs named fashion-scenes40k; not made by `make test`.
+SCENES40K := data/fashion_scenes40k/.complete
 
 $(SCENES): tools/make_scenes.py | $(STAMP) data
 	$(BIN)/python tools/make_scenes.py --out data/fashion_scenes --seed 0 --num-train 10000 --num-val 500 --size 64
+	touch $@
+
+$(SCENES40K): tools/make_scenes.py | $(STAMP) data
+	$(BIN)/python tools/make_scenes.py --out data/fashion_scenes40k --seed 0 --num-train 40000 --num-val 500 --size 64
 	touch $@
 
 $(SHAPES): tools/make_shapes.py | $(STAMP)
@@ -39,6 +46,7 @@ $(SHAPES): tools/make_shapes.py | $(STAMP)
 	touch $@
 
 scenes: $(SCENES)
+scenes40k: $(SCENES40K)
 shapes: $(SHAPES)
 
 test: setup $(SCENES) $(SHAPES)
