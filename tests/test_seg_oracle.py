@@ -27,16 +27,47 @@ def test_the_replay_gives_the_written_scenes_and_each_items_visible_pixels(tmp_p
     assert all(np.array_equal(m, w) for m, w in zip(maps, written))
     for label, items in zip(written, scenes):
         shown = np.zeros(label.shape, int)
-        for img, cls, visible, own in items:
-            assert img.shape == (28, 28) and own.shape == (28, 28) and 1 <= cls <= 10
-            assert (label[visible] == cls).all()  # an item's visible pixels carry its class
-            assert visible.any() == own.any()
-            shown += visible
+        for it in items:
+            assert it.image.shape == it.own.shape == it.box.shape == (28, 28) and 1 <= it.cls <= 10
+            assert (label[it.visible] == it.cls).all()  # an item's visible pixels carry its class
+            assert it.visible.any() == it.own.any() == it.box.any()
+            shown += it.visible
         assert shown.max() <= 1  # no pixel shows two items
         assert np.array_equal(shown > 0, label > 0)  # and every item pixel shows one
     # the other seed's scenes are not these: the analysis refuses them instead of scoring the wrong items
     with pytest.raises(ValueError, match="make scenes"):
         oracle.analyse(data_root=str(tmp_path), seed=4)
+
+
+def test_a_fragment_is_cut_out_by_its_own_square_box():
+    intensity = np.zeros((8, 8), np.float32)
+    intensity[1:4, 2:4] = 200  # a 3x2 item, its top row hidden
+    visible = intensity > 0
+    visible[1] = False
+    box = oracle._own_box(intensity, visible, pad=0)
+    # the visible 2x2 block fills its own 2x2 box, so the 28x28 view is that block, resized: all 200
+    assert box.shape == (28, 28) and (box == 200).all()
+    # with a margin of 1 pixel the box is 4x4 with the block in its middle
+    box = oracle._own_box(intensity, visible, pad=1)
+    assert box[13:15, 13:15].min() == 200 and box[0, 0] == 0 and box[27, 27] == 0
+    assert not oracle._own_box(intensity, np.zeros_like(visible)).any()
+
+
+def test_fragment_training_fits_the_fragments_it_trains_on(one_thread):
+    import torch
+
+    import zoo
+    model = zoo.load("effa_vit_micro.cls_fmnist").eval()
+    view = "visible part in its own box"
+    _, scenes = oracle.replay(60, split="training")
+    items = [it for s in scenes for it in s if it.visible.any()]
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    before = (oracle.classify(model, [it.box for it in items]) == [it.cls for it in items]).mean()
+    tuned = oracle.fragment_trained(model, view, num_scenes=60, epochs=4, lr=1e-3, batch=32)
+    after = (oracle.classify(tuned, [it.box for it in items]) == [it.cls for it in items]).mean()
+    assert after > before + 0.1, (before, after)
+    # it trained a copy: the classifier given is unchanged
+    assert all(torch.equal(v, weights[k]) for k, v in model.state_dict().items()) and not model.training
 
 
 def test_the_oracles_on_the_validation_scenes_against_the_segmentors_card(one_thread):
@@ -54,8 +85,11 @@ def test_the_oracles_on_the_validation_scenes_against_the_segmentors_card(one_th
     assert finding_only["fg_iou"] == pytest.approx(seg["fg_iou"]) and finding_only["items_majority_right"] == 100.0
     # each half alone scores above the whole, and the classifier-named finding votes as the classifier does
     assert names_only["mIoU"] > seg["mIoU"] and finding_only["mIoU"] > seg["mIoU"]
-    cls_names = out["segmentor's finding, classifier's names"]
-    assert cls_names["items_majority_right"] == pytest.approx(out["classifier, visible part"]["items_majority_right"])
-    # the whole item tells the classifier more than its visible part
-    whole, part = out["classifier, whole item"], out["classifier, visible part"]
-    assert whole["visible_items_top1"] > part["visible_items_top1"] and whole["mIoU"] > part["mIoU"]
+    for view in ("visible part in the item's frame", "visible part in its own box"):
+        part = out[f"classifier, {view}"]
+        named = out[f"segmentor's finding, names of the classifier, {view}"]
+        assert named["items_majority_right"] == pytest.approx(part["items_majority_right"])
+        # the whole item tells the classifier more than its visible part
+        whole = out["classifier, whole item"]
+        assert whole["visible_items_top1"] > part["visible_items_top1"] and whole["mIoU"] > part["mIoU"]
+    assert not any("fragment-trained" in k for k in out)  # only with fragment_epochs

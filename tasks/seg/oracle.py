@@ -3,27 +3,31 @@
 ``python -m tasks.seg.oracle [--classifier sa_vit_micro.cls_fmnist] [--data data/fashion_scenes]`` replays the
 validation scenes from ``tools/make_scenes.py``'s generator (the seed and generator settings of ``make scenes``; the
 replayed label maps must equal the PNGs under ``--data``, or it stops), which gives every item's Fashion-MNIST image,
-where it was pasted and which of its pixels stay visible under the items pasted after it. Three predictors then
-label the background exactly and paint one class over each item's visible pixels:
+where it was pasted and which of its pixels stay visible under the items pasted after it. Its predictors label the
+background exactly and paint one class over each item's visible pixels:
 
 - **true class**: the item's own label. Its mIoU is 100; it checks the replay and the scoring.
-- **classifier, whole item**: a Fashion-MNIST classifier's top-1 on the item's whole 28x28 image, the parts hidden
-  by other items included (information no segmentor has): the mIoU that a perfect finder with this classifier's
-  naming would reach.
-- **classifier, visible part**: the same classifier on the item's 28x28 image with the pixels that are hidden in the
-  scene (or fall below the scenes' mask threshold) set to 0: what the visible part alone tells this classifier.
-  The classifier never saw such fragments in training, so this is a pessimistic estimate of what the visible part
-  allows.
+- **classifier, V**: a Fashion-MNIST classifier's top-1 on one of three views ``V`` of the item (``VIEWS``), each
+  28x28:
+  - *whole item*: its whole Fashion-MNIST image, the parts hidden by other items included (what no segmentor sees);
+  - *visible part in the item's frame*: that image with the pixels hidden in the scene (or below the scenes' mask
+    threshold) set to 0. The frame still tells where the item is and how large: more than a segmentor knows;
+  - *visible part in its own box*: the visible pixels at the scene's scale, cut out by the square around them and
+    resized: the fragment alone, nothing of where its item is.
+  The bundled classifiers never saw fragments in training, so on the last two they err low.
+- **fragment-trained classifier, V** (``--fragment-epochs N``): a copy of the classifier trained N epochs more on
+  view ``V`` of the items of the first ``--fragment-scenes`` training scenes (replayed the same way: the training
+  split's items, as the segmentors saw them): a classifier of the same size that has learnt what fragments look like.
 
-With ``--segmentor TAG`` (a scenes checkpoint) three more split its mIoU into finding and naming:
+With ``--segmentor TAG`` (a scenes checkpoint) more split its mIoU into finding and naming:
 
 - **segmentor**: its own prediction (``tools/test.py``'s mIoU, recomputed here);
 - **segmentor's names, exact finding**: the item pixels take the segmentor's best item class, the background is
-  exact: its naming alone, to read against the classifier's;
+  exact: its naming alone, to read against the classifiers';
 - **segmentor's finding, true names**: the pixels it calls an item take their true class where they are one (and
   its class where they are background), the pixels it calls background stay background: its finding alone;
-- **segmentor's finding, classifier's names**: the same with the classifier's visible-part class in place of the
-  true one: what the segmentor would score if it named items as the classifier names their visible parts.
+- **segmentor's finding, names of the P**: the same with the names of a classifier predictor ``P`` above in place of
+  the true ones: what the segmentor would score if it named items as that classifier does.
 
 Each is scored with ``tasks.seg.errors`` (the same confusion matrix as ``tools/test.py``'s mIoU, and the same
 per-region majority vote by visible size), so its numbers read directly against a segmentor's breakdown.
@@ -33,6 +37,7 @@ import glob
 import json
 import os
 import sys
+from typing import NamedTuple
 
 import numpy as np
 from PIL import Image
@@ -48,13 +53,37 @@ def _generator():
     return make_scenes
 
 
+class Item(NamedTuple):
+    """One pasted item of a replayed scene."""
+    image: np.ndarray  # (28, 28) uint8: its Fashion-MNIST image
+    cls: int  # its scenes class, 1..10
+    visible: np.ndarray  # (size, size) bool: its pixels in the scene that no later item covers
+    own: np.ndarray  # (28, 28) bool: the same pixels in the item's own frame
+    box: np.ndarray  # (28, 28) uint8: its visible pixels at the scene's scale, cut out by their own square box
+
+
+def _own_box(intensity, visible, pad=2):
+    """``intensity`` (size, size) at the ``visible`` pixels only, cut out by the square around them (``pad`` pixels
+    of margin, centred, zeros outside the canvas) and resized to 28x28: the fragment without where its item is."""
+    if not visible.any():
+        return np.zeros((28, 28), np.uint8)
+    ys, xs = np.nonzero(visible)
+    side = max(ys.max() - ys.min(), xs.max() - xs.min()) + 1 + 2 * pad
+    top, left = (ys.min() + ys.max() + 1 - side) // 2, (xs.min() + xs.max() + 1 - side) // 2
+    canvas = np.zeros((side, side), np.float32)
+    src = np.where(visible, intensity, 0.0)
+    y0, x0 = max(top, 0), max(left, 0)
+    y1, x1 = min(top + side, src.shape[0]), min(left + side, src.shape[1])
+    canvas[y0 - top:y1 - top, x0 - left:x1 - left] = src[y0:y1, x0:x1]
+    return np.asarray(Image.fromarray(np.clip(np.rint(canvas), 0, 255).astype(np.uint8)).resize((28, 28),
+                                                                                                Image.BILINEAR))
+
+
 def replay(num, seed=0, split="validation", size=64, threshold=40, fmnist=None, **compose_kwargs):
     """The first ``num`` scenes of ``split`` as ``make_scenes`` wrote them, with what it pasted.
 
     Returns:
-        ``(label maps, items)``: ``num`` (size, size) uint8 maps, and per scene a list of ``(image (28, 28) uint8,
-        class, visible (size, size) bool, visible (28, 28) bool)`` in paint order; the first ``visible`` is the
-        item's pixels in the scene that no later item covers, the second the same pixels in the item's own frame.
+        ``(label maps, items)``: ``num`` (size, size) uint8 maps, and per scene its ``Item`` s in paint order.
     """
     gen = _generator()
     images, labels = gen.load_split(fmnist or gen.FMNIST, "t10k" if split == "validation" else "train")
@@ -64,15 +93,20 @@ def replay(num, seed=0, split="validation", size=64, threshold=40, fmnist=None, 
         placed = []
         _, label = gen.compose(rng, images, labels, size=size, threshold=threshold, placed=placed, **compose_kwargs)
         owner = np.full((size, size), -1, np.int64)  # which item each pixel shows, as compose painted them
+        resized = []
         for k, (i, side, y, x) in enumerate(placed):
-            mask = np.asarray(Image.fromarray(images[i]).resize((side, side), Image.BILINEAR), np.float32) > threshold
-            owner[y:y + side, x:x + side][mask] = k
+            item = np.asarray(Image.fromarray(images[i]).resize((side, side), Image.BILINEAR), np.float32)
+            owner[y:y + side, x:x + side][item > threshold] = k
+            resized.append(item)
         items = []
         for k, (i, side, y, x) in enumerate(placed):
             visible = owner == k
             own = Image.fromarray(visible[y:y + side, x:x + side].astype(np.uint8) * 255).resize((28, 28),
                                                                                                  Image.NEAREST)
-            items.append((images[i], int(labels[i]) + 1, visible, np.asarray(own) > 0))
+            intensity = np.zeros((size, size), np.float32)
+            intensity[y:y + side, x:x + side] = resized[k]
+            items.append(Item(images[i], int(labels[i]) + 1, visible, np.asarray(own) > 0,
+                              _own_box(intensity, visible)))
         maps.append(label)
         scenes.append(items)
     return maps, scenes
@@ -84,8 +118,8 @@ def paint(scenes, names, size=64):
     out, n = [], 0
     for items in scenes:
         pred = np.zeros((size, size), np.int64)
-        for _, _, visible, _ in items:
-            pred[visible] = names[n]
+        for it in items:
+            pred[it.visible] = names[n]
             n += 1
         out.append(pred)
     return out
@@ -104,51 +138,94 @@ def classify(model, crops, batch=500):
     return np.concatenate(out)
 
 
+# What a classifier is shown of an item (``Item`` -> (28, 28) uint8).
+VIEWS = {
+    "whole item": lambda it: it.image,
+    "visible part in the item's frame": lambda it: it.image * it.own,
+    "visible part in its own box": lambda it: it.box,
+}
+
+
+def fragment_trained(model, view, seed=0, num_scenes=10000, epochs=5, lr=5e-4, batch=128, size=64):
+    """A copy of the classifier ``model`` trained for ``epochs`` more on ``VIEWS[view]`` of the items of the first
+    ``num_scenes`` training scenes (``replay``; items wholly hidden left out), AdamW with a cosine decay to 0, no
+    augmentation; deterministic for a seed and thread count."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    import zoo
+    _, scenes = replay(num_scenes, seed=seed, split="training", size=size)
+    shown = [it for items in scenes for it in items if it.visible.any()]
+    x = zoo.preprocess(np.stack([VIEWS[view](it) for it in shown])[:, None], model)
+    y = torch.tensor([it.cls - 1 for it in shown])
+    net = copy.deepcopy(model).train()
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=0.05)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * -(-len(y) // batch))
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        for b in torch.randperm(len(y), generator=gen).split(batch):
+            loss = F.cross_entropy(net(x[b]), y[b])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+    return net.eval()
+
+
 def analyse(classifier="sa_vit_micro.cls_fmnist", data_root="data/fashion_scenes", split="validation", seed=0,
-            min_pixels=20, segmentor=None):
+            min_pixels=20, segmentor=None, fragment_epochs=0, fragment_scenes=10000):
     """``{predictor: tasks.seg.errors.breakdown}`` for the predictors of the module docstring (the segmentor's
-    three only with ``segmentor``, a scenes tag or ``local-dir:`` folder)."""
+    only with ``segmentor``, a scenes tag or ``local-dir:`` folder; the fragment-trained classifiers only with
+    ``fragment_epochs``)."""
     import zoo
     paths = sorted(glob.glob(os.path.join(data_root, "annotations", split, "*.png")))
     if not paths:
         raise FileNotFoundError(f"no label maps in {os.path.join(data_root, 'annotations', split)}; make scenes "
                                 f"writes them")
     gts = [np.asarray(Image.open(p)) for p in paths]
-    maps, scenes = replay(len(gts), seed=seed, split=split, size=gts[0].shape[0])
+    size = gts[0].shape[0]
+    maps, scenes = replay(len(gts), seed=seed, split=split, size=size)
     for p, gt, m in zip(paths, gts, maps):
         if not np.array_equal(gt, m):
             raise ValueError(f"{p} is not what make_scenes.py --seed {seed} writes: the replay needs the scenes of "
                              f"`make scenes` (its seed, size and item settings)")
     items = [it for s in scenes for it in s]
-    truth = [c for _, c, _, _ in items]
+    truth = np.array([it.cls for it in items])
     model = zoo.load(classifier).eval()
-    names = {"true class": truth,
-             "classifier, whole item": classify(model, [img for img, _, _, _ in items]),
-             "classifier, visible part": classify(model, [img * own for img, _, _, own in items])}
-    size = gts[0].shape[0]
+    names = {"true class": truth}
+    for view, show in VIEWS.items():
+        names[f"classifier, {view}"] = classify(model, [show(it) for it in items])
+    if fragment_epochs:
+        for view in list(VIEWS)[1:]:
+            tuned = fragment_trained(model, view, seed=seed, num_scenes=fragment_scenes, epochs=fragment_epochs,
+                                     size=size)
+            names[f"fragment-trained classifier, {view}"] = classify(tuned, [VIEWS[view](it) for it in items])
     preds = {key: paint(scenes, named, size=size) for key, named in names.items()}
-    item_names = {}
+    item_names = {}  # the per-region vote counts item classes only (errors.item_votes)
     if segmentor is not None:
         labels, best_item = errors.predict(zoo.load(segmentor).eval(), [
             p.replace(os.sep + "annotations" + os.sep, os.sep + "images" + os.sep)[:-len(".png")] + ".jpg"
             for p in paths])
         preds["segmentor"] = labels
-        # the per-region vote counts item classes only (errors.item_votes): the segmentor's best item class
-        item_names = {"segmentor": best_item, "segmentor's names, exact finding": best_item}
         preds["segmentor's names, exact finding"] = [np.where(gt > 0, b, 0) for gt, b in zip(gts, best_item)]
-        for key, named in (("true names", gts), ("classifier's names", preds["classifier, visible part"])):
-            preds[f"segmentor's finding, {key}"] = [np.where(lab > 0, np.where(gt > 0, n, lab), 0)
-                                                    for gt, lab, n in zip(gts, labels, named)]
-            item_names[f"segmentor's finding, {key}"] = named
-    shown = np.array([vis.any() for _, _, vis, _ in items])  # items wholly hidden by later ones name no pixel
+        item_names = {"segmentor": best_item, "segmentor's names, exact finding": best_item}
+        named_by = [("true names", "true class")] + [(f"names of the {k}", k) for k in names
+                                                     if "classifier" in k and "whole" not in k]
+        for name, key in named_by:
+            preds[f"segmentor's finding, {name}"] = [np.where(lab > 0, np.where(gt > 0, n, lab), 0)
+                                                     for gt, lab, n in zip(gts, labels, preds[key])]
+            item_names[f"segmentor's finding, {name}"] = preds[key]
+    shown = np.array([it.visible.any() for it in items])  # items wholly hidden by later ones name no pixel
     out = {}
     for key, pred in preds.items():
         conf = errors.confusion(gts, pred, 11)
         votes = errors.item_votes(gts, item_names.get(key, pred), 11, min_pixels=min_pixels)
         out[key] = errors.breakdown(conf, votes)
         if key in names:
-            hit = (np.asarray(names[key]) == np.asarray(truth))[shown]
-            out[key].update(visible_items=int(shown.sum()), visible_items_top1=100 * float(hit.mean()))
+            out[key].update(visible_items=int(shown.sum()),
+                            visible_items_top1=100 * float((names[key] == truth)[shown].mean()))
     return out
 
 
@@ -161,6 +238,10 @@ if __name__ == "__main__":
     p.add_argument("--min-pixels", type=int, default=20)
     p.add_argument("--segmentor", help="a scenes tag or local-dir: folder, e.g. sa_vit_micro.seg_scenes: split "
                                        "its mIoU into finding and naming")
+    p.add_argument("--fragment-epochs", type=int, default=0,
+                   help="also train a copy of the classifier this many epochs on the training items' visible parts")
+    p.add_argument("--fragment-scenes", type=int, default=10000, help="training scenes whose items it learns from")
     a = p.parse_args()
-    res = analyse(a.classifier, a.data, a.split, a.seed, a.min_pixels, a.segmentor)
+    res = analyse(a.classifier, a.data, a.split, a.seed, a.min_pixels, a.segmentor, a.fragment_epochs,
+                  a.fragment_scenes)
     print(json.dumps(errors._rounded(dict(classifier=a.classifier, **res)), indent=1))
