@@ -41,8 +41,9 @@ def background(rng, size):
 def compose(rng, images, labels, size=64, min_items=2, max_items=5, scale=(0.6, 1.6), threshold=40, placed=None):
     """One scene: (image (size, size, 3) uint8, label map (size, size) uint8).
 
-    ``placed``, a list, receives one ``(item index, side, y, x)`` per item in paint order (``tasks.seg.oracle``
-    replays scenes with it); it changes nothing else.
+    ``placed``, a list, receives one ``(item index, y, x, intensity (side, side) float32, mask (side, side) bool)``
+    per item in paint order: what was pasted where (``tasks.seg.oracle`` replays scenes with it); it changes nothing
+    else.
     """
     canvas = background(rng, size)
     label = np.zeros((size, size), dtype=np.uint8)
@@ -59,7 +60,7 @@ def compose(rng, images, labels, size=64, min_items=2, max_items=5, scale=(0.6, 
         region[mask] = rgb[mask]  # later items occlude earlier ones
         label[y:y + side, x:x + side][mask] = int(labels[i]) + 1
         if placed is not None:
-            placed.append((i, side, y, x))
+            placed.append((i, y, x, item, mask))
     return np.clip(np.rint(canvas), 0, 255).astype(np.uint8), label
 
 

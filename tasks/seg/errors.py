@@ -118,30 +118,34 @@ def predict(model, paths, batch=50):
     return labels, items
 
 
-def analyse(tag, data_root="data/fashion_scenes", split="validation", min_pixels=20):
-    """``breakdown`` of ``zoo.load(tag)`` on ``split`` (images ``*.jpg``, labels ``*.png``, the ADE20K layout)."""
+def read_split(data_root, split):
+    """``(image paths, label maps)`` of ``split`` in the ADE20K layout (images ``*.jpg``, labels ``*.png``)."""
     from PIL import Image
-
-    import zoo
-    model = zoo.load(tag).eval()
-    num_classes = model.pretrained_cfg["num_classes"]
     paths = sorted(glob.glob(os.path.join(data_root, "images", split, "*.jpg")))
     if not paths:
         raise FileNotFoundError(f"no images in {os.path.join(data_root, 'images', split)}; make scenes writes them")
-    gts = [np.asarray(Image.open(p.replace(os.sep + "images" + os.sep, os.sep + "annotations" + os.sep)
-                                 [:-len(".jpg")] + ".png")) for p in paths]
+    return paths, [np.asarray(Image.open(p.replace(os.sep + "images" + os.sep, os.sep + "annotations" + os.sep)
+                                         [:-len(".jpg")] + ".png")) for p in paths]
+
+
+def analyse(tag, data_root="data/fashion_scenes", split="validation", min_pixels=20):
+    """``breakdown`` of ``zoo.load(tag)`` on ``split`` (images ``*.jpg``, labels ``*.png``, the ADE20K layout)."""
+    import zoo
+    model = zoo.load(tag).eval()
+    num_classes = model.pretrained_cfg["num_classes"]
+    paths, gts = read_split(data_root, split)
     labels, items = predict(model, paths)
     return breakdown(confusion(gts, labels, num_classes), item_votes(gts, items, num_classes, min_pixels=min_pixels))
 
 
-def _rounded(obj, digits=2):
+def rounded(obj, digits=2):
     """``obj`` with its floats rounded for printing (NaN, an empty size bin, as None)."""
     if isinstance(obj, float):
         return None if obj != obj else round(obj, digits)
     if isinstance(obj, dict):
-        return {k: _rounded(v, digits) for k, v in obj.items()}
+        return {k: rounded(v, digits) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_rounded(v, digits) for v in obj]
+        return [rounded(v, digits) for v in obj]
     return obj
 
 
@@ -153,4 +157,4 @@ if __name__ == "__main__":
     p.add_argument("--min-pixels", type=int, default=20)
     a = p.parse_args()
     res = analyse(a.weights, a.data, a.split, a.min_pixels)
-    print(json.dumps(_rounded(dict(weights=a.weights, **res)), indent=1))
+    print(json.dumps(rounded(dict(weights=a.weights, **res)), indent=1))

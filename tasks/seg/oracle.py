@@ -33,7 +33,6 @@ Each is scored with ``tasks.seg.errors`` (the same confusion matrix as ``tools/t
 per-region majority vote by visible size), so its numbers read directly against a segmentor's breakdown.
 """
 import argparse
-import glob
 import json
 import os
 import sys
@@ -48,7 +47,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _generator():
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    tools = os.path.join(ROOT, "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
     import make_scenes
     return make_scenes
 
@@ -79,7 +80,7 @@ def _own_box(intensity, visible, pad=2):
                                                                                                 Image.BILINEAR))
 
 
-def replay(num, seed=0, split="validation", size=64, threshold=40, fmnist=None, **compose_kwargs):
+def replay(num, seed=0, split="validation", size=64, fmnist=None, **compose_kwargs):
     """The first ``num`` scenes of ``split`` as ``make_scenes`` wrote them, with what it pasted.
 
     Returns:
@@ -91,20 +92,18 @@ def replay(num, seed=0, split="validation", size=64, threshold=40, fmnist=None, 
     maps, scenes = [], []
     for _ in range(num):
         placed = []
-        _, label = gen.compose(rng, images, labels, size=size, threshold=threshold, placed=placed, **compose_kwargs)
+        _, label = gen.compose(rng, images, labels, size=size, placed=placed, **compose_kwargs)
         owner = np.full((size, size), -1, np.int64)  # which item each pixel shows, as compose painted them
-        resized = []
-        for k, (i, side, y, x) in enumerate(placed):
-            item = np.asarray(Image.fromarray(images[i]).resize((side, side), Image.BILINEAR), np.float32)
-            owner[y:y + side, x:x + side][item > threshold] = k
-            resized.append(item)
+        for k, (_, y, x, item, mask) in enumerate(placed):
+            owner[y:y + len(item), x:x + len(item)][mask] = k
         items = []
-        for k, (i, side, y, x) in enumerate(placed):
+        for k, (i, y, x, item, _) in enumerate(placed):
+            side = len(item)
             visible = owner == k
             own = Image.fromarray(visible[y:y + side, x:x + side].astype(np.uint8) * 255).resize((28, 28),
                                                                                                  Image.NEAREST)
             intensity = np.zeros((size, size), np.float32)
-            intensity[y:y + side, x:x + side] = resized[k]
+            intensity[y:y + side, x:x + side] = item
             items.append(Item(images[i], int(labels[i]) + 1, visible, np.asarray(own) > 0,
                               _own_box(intensity, visible)))
         maps.append(label)
@@ -180,17 +179,13 @@ def analyse(classifier="sa_vit_micro.cls_fmnist", data_root="data/fashion_scenes
     only with ``segmentor``, a scenes tag or ``local-dir:`` folder; the fragment-trained classifiers only with
     ``fragment_epochs``)."""
     import zoo
-    paths = sorted(glob.glob(os.path.join(data_root, "annotations", split, "*.png")))
-    if not paths:
-        raise FileNotFoundError(f"no label maps in {os.path.join(data_root, 'annotations', split)}; make scenes "
-                                f"writes them")
-    gts = [np.asarray(Image.open(p)) for p in paths]
+    paths, gts = errors.read_split(data_root, split)
     size = gts[0].shape[0]
     maps, scenes = replay(len(gts), seed=seed, split=split, size=size)
     for p, gt, m in zip(paths, gts, maps):
         if not np.array_equal(gt, m):
-            raise ValueError(f"{p} is not what make_scenes.py --seed {seed} writes: the replay needs the scenes of "
-                             f"`make scenes` (its seed, size and item settings)")
+            raise ValueError(f"the label map of {p} is not what make_scenes.py --seed {seed} writes: the replay "
+                             f"needs the scenes of `make scenes` (its seed, size and item settings)")
     items = [it for s in scenes for it in s]
     truth = np.array([it.cls for it in items])
     model = zoo.load(classifier).eval()
@@ -205,9 +200,7 @@ def analyse(classifier="sa_vit_micro.cls_fmnist", data_root="data/fashion_scenes
     preds = {key: paint(scenes, named, size=size) for key, named in names.items()}
     item_names = {}  # the per-region vote counts item classes only (errors.item_votes)
     if segmentor is not None:
-        labels, best_item = errors.predict(zoo.load(segmentor).eval(), [
-            p.replace(os.sep + "annotations" + os.sep, os.sep + "images" + os.sep)[:-len(".png")] + ".jpg"
-            for p in paths])
+        labels, best_item = errors.predict(zoo.load(segmentor).eval(), paths)
         preds["segmentor"] = labels
         preds["segmentor's names, exact finding"] = [np.where(gt > 0, b, 0) for gt, b in zip(gts, best_item)]
         item_names = {"segmentor": best_item, "segmentor's names, exact finding": best_item}
@@ -244,4 +237,4 @@ if __name__ == "__main__":
     a = p.parse_args()
     res = analyse(a.classifier, a.data, a.split, a.seed, a.min_pixels, a.segmentor, a.fragment_epochs,
                   a.fragment_scenes)
-    print(json.dumps(errors._rounded(dict(classifier=a.classifier, **res)), indent=1))
+    print(json.dumps(errors.rounded(dict(classifier=a.classifier, **res)), indent=1))
