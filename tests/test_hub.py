@@ -136,6 +136,18 @@ def test_local_dir_roundtrip_is_exact(tmp_path):
     assert torch.equal(outputs(model), outputs(loaded))
 
 
+def test_a_folder_without_a_tag_keeps_its_normalisation(tmp_path):
+    """A folder of one's own (no pretrained tag) gives ``pretrained_cfg`` the same flat input fields as a tag does,
+    so ``zoo.preprocess`` normalises with the stored mean/std: it once fell back to 0.5 for a 1-channel model."""
+    import numpy as np
+    zoo.save_pretrained(micro("ea"), tmp_path / "pub", input_spec=dict(mean=[0.25], std=[0.4]))
+    loaded = zoo.load(f"local-dir:{tmp_path / 'pub'}")
+    cfg = loaded.pretrained_cfg
+    assert (cfg["input_size"], cfg["mean"], cfg["std"]) == ((1, 28, 28), (0.25,), (0.4,))
+    image = np.full((28, 28), 153, np.uint8)  # 0.6 in 0..1 units
+    assert zoo.preprocess(image, loaded).flatten().tolist() == pytest.approx([(0.6 - 0.25) / 0.4] * 28 * 28)
+
+
 def test_zoo_config_must_be_plain_json(tmp_path):
     model = micro()
     model.zoo_config = dict(model.zoo_config, args=dict(model.zoo_config["args"], bad=torch.nn.GELU))

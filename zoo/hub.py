@@ -45,7 +45,7 @@ import re
 
 from . import cards, checkpoint, registry
 from .checkpoint import ArchitectureMismatchError, CheckpointError, ChecksumError, WeightsMismatchError  # noqa: F401
-from .pretrained import PretrainedCfg, parse_tag
+from .pretrained import PretrainedCfg, parse_tag, published_input
 
 FORMAT_VERSION = 1
 WEIGHTS_NAME = "model.safetensors"
@@ -498,6 +498,8 @@ def load_published(name, **kwargs):
     load_weights(model, weights_path, cfg, source)
     if cfg.get("pretrained_tag"):  # the same description as a registry tag gives (timm's pretrained_cfg)
         model.pretrained_cfg = {**cfg, **PretrainedCfg.from_published(cfg, revision=revision).to_dict()}
+    else:  # a folder of one's own: its input still in the flat fields zoo.preprocess reads (its mean/std)
+        model.pretrained_cfg = {**cfg, **{k: v for k, v in published_input(cfg).items() if v is not None}}
     return model
 
 

@@ -151,20 +151,15 @@ class PretrainedCfg:
     @classmethod
     def from_published(cls, config, revision=None, **overrides):
         """The entry of a published folder's ``config.json`` (written by ``zoo.hub.save_pretrained``)."""
-        inp = config.get("input") or {}
         ds = config.get("dataset") or {}
         weights = config.get("weights") or {}
         tag = config.get("pretrained_tag")
         if not tag:
             raise ValueError(f"config.json of {config.get('name')} has no pretrained_tag")
-        size = inp.get("img_size")
-        chans = inp.get("in_chans", inp.get("out_chans"))
         kw = dict(
             tag=tag, hf_hub_id=config.get("hf_hub_id") or f"{HUB_ORG}/{tag}", revision=revision,
             sha256=weights.get("sha256"), file=weights.get("file", "model.safetensors"), args=config["args"],
-            dataset=ds.get("key"), dataset_name=ds.get("name"),
-            input_size=tuple([chans, *size]) if size and chans else None, num_points=inp.get("num_points"),
-            mean=tuple(inp["mean"]) if inp.get("mean") else None, std=tuple(inp["std"]) if inp.get("std") else None,
+            dataset=ds.get("key"), dataset_name=ds.get("name"), **published_input(config),
             num_classes=config.get("num_classes"),
             label_names=tuple(config["label_names"]) if config.get("label_names") else None,
             metrics=dict(config.get("metrics") or {}), num_params=weights.get("num_params"),
@@ -176,6 +171,15 @@ class PretrainedCfg:
         )
         kw.update(overrides)
         return cls(**kw)
+
+
+def published_input(config):
+    """The input a published folder's ``config.json`` describes, in ``PretrainedCfg``'s fields: ``input_size``
+    ``(C, H, W)``, ``num_points``, ``mean``, ``std`` (``None`` where it says nothing)."""
+    inp = config.get("input") or {}
+    size, chans = inp.get("img_size"), inp.get("in_chans", inp.get("out_chans"))
+    return dict(input_size=tuple([chans, *size]) if size and chans else None, num_points=inp.get("num_points"),
+                mean=tuple(inp["mean"]) if inp.get("mean") else None, std=tuple(inp["std"]) if inp.get("std") else None)
 
 
 def read_index(path=INDEX_PATH):
