@@ -93,3 +93,34 @@ def test_the_oracles_on_the_validation_scenes_against_the_segmentors_card(one_th
         whole = out["classifier, whole item"]
         assert whole["visible_items_top1"] > part["visible_items_top1"] and whole["mIoU"] > part["mIoU"]
     assert not any("fragment-trained" in k for k in out)  # only with fragment_epochs
+
+
+def test_the_fragment_trained_classifiers_are_kept_as_published_folders(tmp_path, one_thread):
+    """``--save-fragment-trained DIR``: each fragment-trained classifier is a folder ``zoo.load`` reads back (a seg
+    config can start its trunk from it), scoring what the analysis reported; a folder with files is refused before
+    any training."""
+    import json
+
+    import zoo
+    _written(tmp_path / "scenes")
+    out_dir = tmp_path / "fragment"
+    out = oracle.analyse("ff_vit_micro.cls_fmnist", data_root=str(tmp_path / "scenes"), seed=3, fragment_epochs=1,
+                         fragment_scenes=4, save_fragment_trained_to=str(out_dir))
+    _, scenes = oracle.replay(6, seed=3)
+    items = [it for s in scenes for it in s if it.visible.any()]
+    for view, sub in oracle.FRAGMENT_FOLDERS.items():
+        model = zoo.load(f"local-dir:{out_dir / sub}").eval()
+        top1 = 100 * (oracle.classify(model, [oracle.VIEWS[view](it) for it in items]) == [it.cls for it in items]).mean()
+        reported = out[f"fragment-trained classifier, {view}"]["visible_items_top1"]
+        assert top1 == pytest.approx(reported) and model.pretrained_cfg["metrics"] == {"visible_items_top1":
+                                                                                        round(reported, 2)}
+        cfg = json.loads((out_dir / sub / "config.json").read_text())
+        assert cfg["fragment"] == dict(trained_from="ff_vit_micro.cls_fmnist", view=view, seed=3, epochs=1,
+                                       num_scenes=4, lr=oracle.FRAGMENT_LR, batch=oracle.FRAGMENT_BATCH)
+    before = (out_dir / "own_box" / "model.safetensors").read_bytes()
+    with pytest.raises(FileExistsError, match="not empty; give --save-fragment-trained a new folder"):
+        oracle.analyse("ff_vit_micro.cls_fmnist", data_root=str(tmp_path / "scenes"), seed=3, fragment_epochs=1,
+                       fragment_scenes=4, save_fragment_trained_to=str(out_dir))
+    assert (out_dir / "own_box" / "model.safetensors").read_bytes() == before
+    with pytest.raises(ValueError, match="needs fragment_epochs"):
+        oracle.analyse(data_root=str(tmp_path / "scenes"), seed=3, save_fragment_trained_to=str(tmp_path / "x"))

@@ -18,6 +18,9 @@ background exactly and paint one class over each item's visible pixels:
 - **fragment-trained classifier, V** (``--fragment-epochs N``): a copy of the classifier trained N epochs more on
   view ``V`` of the items of the first ``--fragment-scenes`` training scenes (replayed the same way: the training
   split's items, as the segmentors saw them): a classifier of the same size that has learnt what fragments look like.
+  ``--save-fragment-trained DIR`` keeps each as a published folder, ``DIR/item_frame`` and ``DIR/own_box``
+  (``FRAGMENT_FOLDERS``), which ``zoo.load("local-dir:DIR/own_box")`` loads and a seg config can start its trunk
+  from (``init_cfg=dict(type='Pretrained', checkpoint='local-dir:DIR/own_box')``).
 
 With ``--segmentor TAG`` (a scenes checkpoint) more split its mIoU into finding and naming:
 
@@ -145,7 +148,10 @@ VIEWS = {
 }
 
 
-def fragment_trained(model, view, seed=0, num_scenes=10000, epochs=5, lr=5e-4, batch=128, size=64):
+FRAGMENT_LR, FRAGMENT_BATCH = 5e-4, 128
+
+
+def fragment_trained(model, view, seed=0, num_scenes=10000, epochs=5, lr=FRAGMENT_LR, batch=FRAGMENT_BATCH, size=64):
     """A copy of the classifier ``model`` trained for ``epochs`` more on ``VIEWS[view]`` of the items of the first
     ``num_scenes`` training scenes (``replay``; items wholly hidden left out), AdamW with a cosine decay to 0, no
     augmentation; deterministic for a seed and thread count."""
@@ -173,12 +179,38 @@ def fragment_trained(model, view, seed=0, num_scenes=10000, epochs=5, lr=5e-4, b
     return net.eval()
 
 
+# The folder of each fragment-trained classifier under ``--save-fragment-trained``.
+FRAGMENT_FOLDERS = {"visible part in the item's frame": "item_frame", "visible part in its own box": "own_box"}
+
+
+def _refuse_nonempty(folder):
+    if os.path.isdir(folder) and os.listdir(folder):
+        raise FileExistsError(f"{folder} is not empty; give --save-fragment-trained a new folder (nothing is "
+                              f"overwritten)")
+
+
+def save_fragment_trained(net, folder, classifier, view, top1, **trained):
+    """Write the fragment-trained classifier ``net`` as a published folder (``zoo.save_pretrained``): its metric is
+    ``top1`` (% of the visible validation items named right from view ``view``), and ``config.json``'s ``fragment``
+    says what it was trained from and how (``trained``). Refuses a folder that already holds files."""
+    from zoo import hub
+    _refuse_nonempty(folder)
+    spec = {k: net.pretrained_cfg[k] for k in ("mean", "std")}  # the classifier's normalisation, kept
+    hub.save_pretrained(net, folder, dataset="fmnist", metrics={"visible_items_top1": round(top1, 2)}, input_spec=spec,
+                        extra=dict(fragment=dict(trained_from=classifier, view=view, **trained)))
+
+
 def analyse(classifier="sa_vit_micro.cls_fmnist", data_root="data/fashion_scenes", split="validation", seed=0,
-            min_pixels=20, segmentor=None, fragment_epochs=0, fragment_scenes=10000):
+            min_pixels=20, segmentor=None, fragment_epochs=0, fragment_scenes=10000, save_fragment_trained_to=None):
     """``{predictor: tasks.seg.errors.breakdown}`` for the predictors of the module docstring (the segmentor's
     only with ``segmentor``, a scenes tag or ``local-dir:`` folder; the fragment-trained classifiers only with
-    ``fragment_epochs``)."""
+    ``fragment_epochs``, and written under ``save_fragment_trained_to`` when it is given)."""
     import zoo
+    if save_fragment_trained_to is not None:
+        if not fragment_epochs:
+            raise ValueError("save_fragment_trained_to needs fragment_epochs > 0: nothing is trained without it")
+        for sub in FRAGMENT_FOLDERS.values():  # refuse before the training, not after it
+            _refuse_nonempty(os.path.join(save_fragment_trained_to, sub))
     paths, gts = errors.read_split(data_root, split)
     size = gts[0].shape[0]
     maps, scenes = replay(len(gts), seed=seed, split=split, size=size)
@@ -196,7 +228,13 @@ def analyse(classifier="sa_vit_micro.cls_fmnist", data_root="data/fashion_scenes
         for view in list(VIEWS)[1:]:
             tuned = fragment_trained(model, view, seed=seed, num_scenes=fragment_scenes, epochs=fragment_epochs,
                                      size=size)
-            names[f"fragment-trained classifier, {view}"] = classify(tuned, [VIEWS[view](it) for it in items])
+            named = names[f"fragment-trained classifier, {view}"] = classify(tuned, [VIEWS[view](it) for it in items])
+            if save_fragment_trained_to is not None:
+                shown = np.array([it.visible.any() for it in items])
+                save_fragment_trained(tuned, os.path.join(save_fragment_trained_to, FRAGMENT_FOLDERS[view]),
+                                      classifier, view, 100 * float((named == truth)[shown].mean()), seed=seed,
+                                      epochs=fragment_epochs, num_scenes=fragment_scenes, lr=FRAGMENT_LR,
+                                      batch=FRAGMENT_BATCH)
     preds = {key: paint(scenes, named, size=size) for key, named in names.items()}
     item_names = {}  # the per-region vote counts item classes only (errors.item_votes)
     if segmentor is not None:
@@ -234,7 +272,11 @@ if __name__ == "__main__":
     p.add_argument("--fragment-epochs", type=int, default=0,
                    help="also train a copy of the classifier this many epochs on the training items' visible parts")
     p.add_argument("--fragment-scenes", type=int, default=10000, help="training scenes whose items it learns from")
+    p.add_argument("--save-fragment-trained", metavar="DIR",
+                   help="write the fragment-trained classifiers as published folders DIR/item_frame, DIR/own_box")
     a = p.parse_args()
+    if a.save_fragment_trained and not a.fragment_epochs:
+        p.error("--save-fragment-trained needs --fragment-epochs N (N > 0): nothing is trained without it")
     res = analyse(a.classifier, a.data, a.split, a.seed, a.min_pixels, a.segmentor, a.fragment_epochs,
-                  a.fragment_scenes)
+                  a.fragment_scenes, a.save_fragment_trained)
     print(json.dumps(errors.rounded(dict(classifier=a.classifier, **res)), indent=1))
