@@ -1,6 +1,7 @@
 """Segmentation models: the mmseg backbone adapter, the UPerNet segmentor behind ``zoo.load(task='seg')``, weight
 loading that survives ``init_weights``, the fixed-token (``ff``) rules and the ``mmcv._ext`` stand-in."""
 import json
+import os
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 
 import zoo
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIXERS = ("sa", "ea", "effa", "ff")
 # Small enough for a CPU test: 64x64 inputs, patch 8 (8x8 grid), narrow heads.
 SMALL = dict(num_classes=5, img_size=64, patch_size=8, channels=32, aux_channels=16)
@@ -304,7 +306,8 @@ def _backbone(name, **kw):
     from mmengine.registry import DefaultScope
     from mmseg.registry import MODELS
     with DefaultScope.overwrite_default_scope("mmseg"):
-        return MODELS.build(dict(type="ZooViTBackbone", name=name, img_size=56, patch_size=4, **{"in_chans": 1, **kw}))
+        return MODELS.build(dict(type="ZooViTBackbone", name=name, **{"img_size": 56, "patch_size": 4, "in_chans": 1,
+                                                                      **kw}))
 
 
 def test_init_cfg_starts_the_trunk_from_a_pretrained_tag_at_init_weights_only():
@@ -323,6 +326,22 @@ def test_init_cfg_starts_the_trunk_from_a_pretrained_tag_at_init_weights_only():
     before = _state(bb)
     bb.init_weights()  # a second call changes nothing
     assert _same(_state(bb), before)
+
+
+def test_init_cfg_by_tag_or_by_folder_leaves_the_random_generator_alone():
+    """Naming the start by tag builds the classifier first (its own random init); that must not move the global
+    generator, or a training that names its start by tag draws other head weights and augmentations than the same
+    recipe naming the folder (``make weights`` does). Both load the same trunk tensors (at the classifier's grid)."""
+    trunks = {}
+    for ck in ("sa_vit_micro.cls_fmnist", os.path.join(ROOT, "pretrained", "sa_vit_micro.cls_fmnist")):
+        bb = _backbone("sa_vit_micro", img_size=28, init_cfg=dict(type="Pretrained", checkpoint=ck))
+        torch.manual_seed(7)
+        expected = torch.rand(3)
+        torch.manual_seed(7)
+        bb.init_weights()
+        assert torch.equal(torch.rand(3), expected), ck
+        trunks[ck] = bb.trunk.state_dict()
+    assert _same(*trunks.values())
 
 
 def test_init_cfg_skip_keeps_ff_token_mixing_fresh_and_loads_the_rest():

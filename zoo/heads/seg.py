@@ -210,8 +210,14 @@ class ZooViTBackbone(BaseModule):
             return convert.unwrap(checkpoint)
         from ..pretrained import looks_like_tag
         if looks_like_tag(checkpoint) and "/" not in checkpoint and not os.path.exists(checkpoint):
+            import torch
+
             from ..factory import load
-            return load(checkpoint).state_dict()  # resolved, downloaded and converted once, like zoo.load
+            # Resolved, downloaded and converted once, like zoo.load. The classifier it builds first draws its own
+            # random init: under fork_rng those draws leave the global generator as they found it, so a training
+            # that names its start by tag draws the same head init and augmentation as one that names the folder.
+            with torch.random.fork_rng(devices=[]):
+                return load(checkpoint).state_dict()
         return convert.read_state_dict(checkpoint)
 
     def _fit_in_chans(self, sd, checkpoint):
