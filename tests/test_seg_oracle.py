@@ -101,6 +101,8 @@ def test_the_fragment_trained_classifiers_are_kept_as_published_folders(tmp_path
     any training."""
     import json
 
+    import torch
+
     import zoo
     _written(tmp_path / "scenes")
     out_dir = tmp_path / "fragment"
@@ -118,6 +120,12 @@ def test_the_fragment_trained_classifiers_are_kept_as_published_folders(tmp_path
         cfg = json.loads((out_dir / sub / "config.json").read_text())
         assert cfg["fragment"] == dict(trained_from="ff_vit_micro.cls_fmnist", view=view, seed=3, epochs=1,
                                        num_scenes=4, lr=oracle.FRAGMENT_LR, batch=oracle.FRAGMENT_BATCH)
+    # the folder starts a segmentor's trunk as a classifier checkpoint does (init_cfg / backbone_checkpoint)
+    seg = zoo.load("ff_vit_micro", task="seg", num_classes=11, img_size=28, patch_size=4, in_chans=1,
+                   backbone_checkpoint=str(out_dir / "own_box"))
+    tuned = zoo.load(f"local-dir:{out_dir / 'own_box'}").state_dict()
+    trunk = seg.backbone.trunk.state_dict()
+    assert all(torch.equal(trunk[k], v) for k, v in tuned.items() if k.startswith("blocks."))
     before = (out_dir / "own_box" / "model.safetensors").read_bytes()
     with pytest.raises(FileExistsError, match="not empty; give --save-fragment-trained a new folder"):
         oracle.analyse("ff_vit_micro.cls_fmnist", data_root=str(tmp_path / "scenes"), seed=3, fragment_epochs=1,
