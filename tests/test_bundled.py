@@ -74,7 +74,7 @@ def test_a_folder_that_rebuilds_another_model_than_its_config_is_refused(tmp_pat
     import zoo
     from tasks.common.evaluate import check_rebuilds
     from zoo import hub
-    config = "configs/seg/upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-shift8.py"
+    config = "configs/seg/upernet_sa-vit-micro-p4_1xb16-24000_fashion-scenes40k-64x64-head4to32-shift8.py"
     trained = zoo.load("sa_vit_micro.seg_scenes")
     stale = zoo.load("sa_vit_micro", task="seg", num_classes=11, img_size=64, patch_size=4, channels=64,
                      aux_channels=32)

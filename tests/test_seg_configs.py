@@ -108,18 +108,19 @@ def test_the_shift_recipe_is_the_own_scale_one_with_a_shift_for_resize_and_crop(
 
 
 def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is_one_recipe():
-    """The seg_scenes recipe: patch 4, the trunk from the same mixer's bundled Fashion-MNIST classifier (ff's
-    token-mixing layers fresh: they are shaped by the token count), the neck rescaled so the head sees the token
-    grid's 16x16 map and coarser ones (strides 4-32), the training scenes at their own scale and shifted by up to
-    8 whole pixels instead of rescaled and cropped (the only change to the data pipeline); and apart from the
-    backbone's name and start (and ff's sliding inference) the four configs are the same recipe."""
+    """The seg_scenes recipe: 24,000 iterations on the 40,000 scenes of `make scenes40k`, patch 4, the trunk from
+    the same mixer's bundled Fashion-MNIST classifier (ff's token-mixing layers fresh: they are shaped by the token
+    count), the neck rescaled so the head sees the token grid's 16x16 map and coarser ones (strides 4-32), the
+    training scenes at their own scale and shifted by up to 8 whole pixels instead of rescaled and cropped (the only
+    change to the data pipeline); and apart from the backbone's name and start (and ff's sliding inference) the four
+    configs are the same recipe."""
     from tests.load_tool import load_tool
     mw = load_tool("make_weights")
     scratch = _cfg(os.path.join(ROOT, "configs/seg/upernet_ea-vit-micro_1xb16-1500_fashion-scenes-64x64.py"))
     plain = {}
     for m in ("sa", "ea", "effa", "ff"):
         path = mw.RECIPES["seg"][1].format(m=m)
-        assert path == (f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64"
+        assert path == (f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-24000_fashion-scenes40k-64x64"
                         "-head4to32-shift8.py")
         cfg = _cfg(os.path.join(ROOT, path))
         bb = cfg.model.backbone
@@ -128,9 +129,12 @@ def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is
         assert bb.init_cfg.get("skip") == (["blocks.*.mixer.*"] if m == "ff" else None)
         assert mw.starts_from(f"{m}_vit_micro.seg_scenes") == f"{m}_vit_micro.cls_fmnist"
         assert cfg.model.neck.scales == [1, 0.5, 0.25, 0.125] and scratch.model.neck.scales == [4, 2, 1, 0.5]
-        assert (cfg.train_cfg.max_iters, cfg.train_cfg.val_interval, cfg.optim_wrapper.optimizer.lr) == (12000, 500,
+        assert (cfg.train_cfg.max_iters, cfg.train_cfg.val_interval, cfg.optim_wrapper.optimizer.lr) == (24000, 500,
                                                                                                            4e-3)
-        assert cfg.param_scheduler[1].end == 12000 and cfg.default_hooks.checkpoint.interval == 1000
+        assert cfg.param_scheduler[1].end == 24000 and cfg.default_hooks.checkpoint.interval == 1000
+        # trained on the 40,000 scenes of `make scenes40k`, validated on the 500 of `make scenes` (the same scenes)
+        assert cfg.train_dataloader.dataset.data_root == "data/fashion_scenes40k"
+        assert cfg.val_dataloader.dataset.data_root == cfg.test_dataloader.dataset.data_root == "data/fashion_scenes"
         pipe = cfg.train_dataloader.dataset.pipeline
         assert not [t for t in pipe if t.type in ("RandomResize", "RandomCrop")]  # nothing resampled
         assert [(t.type, t.max_shift) for t in pipe if t.type == "RandomTranslate"] == [("RandomTranslate", 8)]
@@ -138,6 +142,8 @@ def test_the_bundled_scenes_recipe_starts_every_trunk_from_its_classifier_and_is
         loader.dataset.pipeline = [t for t in pipe if t.type != "RandomTranslate"]
         ref = copy.deepcopy(scratch.train_dataloader)
         ref.dataset.pipeline = [t for t in ref.dataset.pipeline if t.type not in ("RandomResize", "RandomCrop")]
+        assert ref.dataset.data_root == "data/fashion_scenes"
+        ref.dataset.data_root = "data/fashion_scenes40k"
         assert loader == ref  # otherwise the data and augmentation are unchanged
         model = cfg.to_dict()["model"]
         model["backbone"] = {k: v for k, v in model["backbone"].items() if k not in ("name", "init_cfg")}
