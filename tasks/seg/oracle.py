@@ -20,7 +20,7 @@ background exactly and paint one class over each item's visible pixels:
   split's items, as the segmentors saw them): a classifier of the same size that has learnt what fragments look like.
   ``--save-fragment-trained DIR`` keeps each as a published folder, ``DIR/item_frame`` and ``DIR/own_box``
   (``FRAGMENT_FOLDERS``), which ``zoo.load("local-dir:DIR/own_box")`` loads and a seg config can start its trunk
-  from (``init_cfg=dict(type='Pretrained', checkpoint='local-dir:DIR/own_box')``).
+  from (``init_cfg=dict(type='Pretrained', checkpoint='DIR/own_box')``, the folder as for a bundled classifier).
 
 With ``--segmentor TAG`` (a scenes checkpoint) more split its mIoU into finding and naming:
 
@@ -220,6 +220,10 @@ def analyse(classifier="sa_vit_micro.cls_fmnist", data_root="data/fashion_scenes
                              f"needs the scenes of `make scenes` (its seed, size and item settings)")
     items = [it for s in scenes for it in s]
     truth = np.array([it.cls for it in items])
+    shown = np.array([it.visible.any() for it in items])  # items wholly hidden by later ones name no pixel
+
+    def top1(named):  # % of the visible items named right
+        return 100 * float((named == truth)[shown].mean())
     model = zoo.load(classifier).eval()
     names = {"true class": truth}
     for view, show in VIEWS.items():
@@ -230,9 +234,8 @@ def analyse(classifier="sa_vit_micro.cls_fmnist", data_root="data/fashion_scenes
                                      size=size)
             named = names[f"fragment-trained classifier, {view}"] = classify(tuned, [VIEWS[view](it) for it in items])
             if save_fragment_trained_to is not None:
-                shown = np.array([it.visible.any() for it in items])
                 save_fragment_trained(tuned, os.path.join(save_fragment_trained_to, FRAGMENT_FOLDERS[view]),
-                                      classifier, view, 100 * float((named == truth)[shown].mean()), seed=seed,
+                                      classifier, view, top1(named), seed=seed,
                                       epochs=fragment_epochs, num_scenes=fragment_scenes, lr=FRAGMENT_LR,
                                       batch=FRAGMENT_BATCH)
     preds = {key: paint(scenes, named, size=size) for key, named in names.items()}
@@ -248,15 +251,13 @@ def analyse(classifier="sa_vit_micro.cls_fmnist", data_root="data/fashion_scenes
             preds[f"segmentor's finding, {name}"] = [np.where(lab > 0, np.where(gt > 0, n, lab), 0)
                                                      for gt, lab, n in zip(gts, labels, preds[key])]
             item_names[f"segmentor's finding, {name}"] = preds[key]
-    shown = np.array([it.visible.any() for it in items])  # items wholly hidden by later ones name no pixel
     out = {}
     for key, pred in preds.items():
         conf = errors.confusion(gts, pred, 11)
         votes = errors.item_votes(gts, item_names.get(key, pred), 11, min_pixels=min_pixels)
         out[key] = errors.breakdown(conf, votes)
         if key in names:
-            out[key].update(visible_items=int(shown.sum()),
-                            visible_items_top1=100 * float((names[key] == truth)[shown].mean()))
+            out[key].update(visible_items=int(shown.sum()), visible_items_top1=top1(names[key]))
     return out
 
 
