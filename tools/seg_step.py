@@ -6,7 +6,8 @@ Builds the config's model and optimiser exactly as ``tools/train.py`` would (the
 weights do not change the time), feeds a fixed batch of random images and label maps at the config's crop size,
 runs ``--warmup`` steps, then prints the median wall time of ``--steps`` more (``model.train_step``: data
 preprocessing, forward, losses, backward, optimiser step). ``--profile`` adds ``torch.profiler``'s table of the
-operators with the most self time over 5 further steps. The recipe comparisons of docs/segmentation.md use it, e.g.::
+operators with the most self time over 5 further steps. The recipe comparisons of docs/seg_scenes_study.md use it,
+e.g.::
 
     OMP_NUM_THREADS=2 python tools/seg_step.py configs/seg/upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64.py
     OMP_NUM_THREADS=2 python tools/seg_step.py configs/seg/upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64.py \\

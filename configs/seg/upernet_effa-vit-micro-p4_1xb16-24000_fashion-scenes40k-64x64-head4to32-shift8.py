@@ -1,7 +1,7 @@
 # The bundled scenes recipe (the shift8 config) on four times the training scenes, 40,000 (`make scenes40k`: the
 # same generator and seed, so its first 10,000 training scenes and its validation scenes are those of `make
 # scenes`, which validation keeps reading), for twice the iterations (24,000, the poly decay stretched to match).
-# docs/segmentation.md, "Four times the scenes and twice the schedule together".
+# docs/seg_scenes_study.md, "Four times the scenes and twice the schedule together".
 _base_ = ['./upernet_effa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-shift8.py']
 max_iters = 24000
 param_scheduler = [

@@ -1,11 +1,10 @@
 """A cross-entropy that weights the pixels where two items meet (``NeighbourWeightedCrossEntropy``).
 
 On the scenes, a small visible item region named wrong takes the class of an item it touches three times as often
-as chance (docs/segmentation.md, "Small regions take the name of the item they touch"). This loss raises the weight
-of the item pixels that have a pixel of another item class within ``radius`` (in the label map, as the head's loss
-sees it), so a probe can ask whether pressing on those pixels keeps neighbours apart (one `sa` run with boost 2, radius 4:
-no change beyond seed noise, docs/segmentation.md). Set in a config as the decode
-head's loss::
+as chance (docs/seg_scenes_study.md, "Small regions take the name of the item they touch"). This loss raises the
+weight of the item pixels that have a pixel of another item class within ``radius`` (in the label map, as the head's
+loss sees it), so a probe can ask whether pressing on those pixels keeps neighbours apart (one `sa` run with boost 2,
+radius 4: no change beyond seed noise, docs/seg_scenes_study.md). Set in a config as the decode head's loss::
 
     model.decode_head.loss_decode = dict(type='NeighbourWeightedCrossEntropy', boost=2.0, radius=1)
 

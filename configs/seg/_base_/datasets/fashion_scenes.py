@@ -16,7 +16,7 @@ train_pipeline = [
     dict(type='PhotoMetricDistortion'),
     dict(type='PackSegInputs')
 ]
-# The training pipelines of the later scenes recipes (docs/segmentation.md, "Scenes at their own scale"), derived
+# The training pipelines of the later scenes recipes (docs/seg_scenes_study.md, "Scenes at their own scale"), derived
 # from the one above so that they differ from it only where they say: the scenes at the scale make_scenes.py drew
 # them (ratio 1, so the resize and crop become no-ops), and the same with a random whole-pixel shift of up to 8 px in
 # place of the resize and crop. Recipes pick one with {{_base_.train_pipeline_own_scale}}.
