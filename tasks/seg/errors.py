@@ -24,6 +24,11 @@ import numpy as np
 SIZE_BINS = ((0, 150), (150, 400), (400, None))  # visible pixels of an item region: [lo, hi)
 
 
+def size_bin_name(lo, hi):
+    """A ``SIZE_BINS`` bin as the reports name it: ``<150``, ``150-400``, ``>=400``."""
+    return f"<{hi}" if not lo else f"{lo}-{hi}" if hi else f">={lo}"
+
+
 def confusion(gts, preds, num_classes):
     """(K, K) pixel counts, rows the ground truth, columns the prediction; labels outside 0..K-1 are ignored."""
     out = np.zeros((num_classes, num_classes), np.int64)
@@ -90,10 +95,10 @@ def breakdown(conf, votes, background=0):
         by_size={})
     for lo, hi in SIZE_BINS:
         sel = [v for v in votes if v[0] >= lo and (hi is None or v[0] < hi)]
-        key = f"<{hi}" if not lo else f"{lo}-{hi}" if hi else f">={lo}"
-        out["by_size"][key] = dict(items=len(sel), majority_right=_share([v[1] for v in sel]),
-                                   named_as_touching_item=_share([v[2] for v in sel]),
-                                   named_as_touching_item_by_chance=_share([v[3] for v in sel]))
+        out["by_size"][size_bin_name(lo, hi)] = dict(
+            items=len(sel), majority_right=_share([v[1] for v in sel]),
+            named_as_touching_item=_share([v[2] for v in sel]),
+            named_as_touching_item_by_chance=_share([v[3] for v in sel]))
     return out
 
 
