@@ -115,6 +115,9 @@ def test_tools_test_int8_quantises_the_runners_model_and_scores_near_float32(tmp
                          "--json-out", str(out), "--cfg-options", "test_dataloader.sampler.type=FirstNSampler",
                          f"test_dataloader.sampler.num_samples={rec['num_samples']}"])
     assert calls == [("ZooEncoderDecoder", True, False)]
-    got = json.loads(out.read_text())["metrics"]
+    record = json.loads(out.read_text())
+    assert record["int8"] is True and record["tta"] is False  # the record says how its numbers were obtained
+    assert record["cfg_options"]["test_dataloader.sampler.num_samples"] == rec["num_samples"]
+    got = record["metrics"]
     assert got["mIoU"] == pytest.approx(metrics["mIoU"])
     assert abs(got["mIoU"] - rec["metrics"]["mIoU"]) <= 2.0, (got, rec["metrics"])

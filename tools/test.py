@@ -38,7 +38,9 @@ def parse_args(argv=None):
     parser.add_argument("--pretrained", metavar="WEIGHTS",
                         help="zoo weights instead of a checkpoint: a tag, hf-hub:org/name or local-dir:/path")
     parser.add_argument("--tta", action="store_true", help="test-time augmentation (config's tta_model/tta_pipeline)")
-    parser.add_argument("--json-out", metavar="FILE", help="also write the metrics to FILE as JSON")
+    parser.add_argument("--json-out", metavar="FILE",
+                        help="also write the metrics to FILE as JSON, with the config, weights, --tta, --int8 and "
+                             "--cfg-options they were obtained with")
     parser.add_argument("--int8", action="store_true",
                         help="test with int8 linears (zoo.cpu.int8_dynamic; CPU only): what the fast path costs")
     return cli.parse(parser, argv)
@@ -84,9 +86,12 @@ def main(argv=None):
     with common.distributed(args.launcher):
         metrics = _test(args, cli.build_runner(cfg))
     if args.json_out:
+        # how the numbers were obtained travels with them: an int8 or TTA score is not the card's single-scale one
+        record = dict(config=args.config, checkpoint=args.checkpoint or args.pretrained, tta=args.tta, int8=args.int8)
+        if args.cfg_options:
+            record["cfg_options"] = args.cfg_options
         with open(args.json_out, "w") as f:
-            json.dump(dict(config=args.config, checkpoint=args.checkpoint or args.pretrained,
-                           metrics=plain_metrics(metrics)), f, indent=2)
+            json.dump(dict(record, metrics=plain_metrics(metrics)), f, indent=2, default=str)
     return metrics
 
 
