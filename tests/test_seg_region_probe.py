@@ -5,11 +5,18 @@ import sys
 import numpy as np
 import pytest
 
-from tasks.seg import region_probe
+from tasks.seg import oracle, region_probe
 from zoo.datasets import FASHION_MNIST_ROOT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.skipif(not os.path.isdir(FASHION_MNIST_ROOT), reason="Fashion-MNIST not installed (make data)")
+
+
+def _make_scenes(folder, num_train, num_val):
+    """Scenes of ``make_scenes.py --seed 3`` under ``folder``, ADE20K layout."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from make_scenes import make_scenes
+    make_scenes(folder, seed=3, num_train=num_train, num_val=num_val, size=64)
 
 
 def test_by_size_counts_each_bin_by_hand():
@@ -34,11 +41,9 @@ def test_pooled_logits_are_the_segmentors_logits_averaged_over_each_item(tmp_pat
     from PIL import Image
 
     import zoo
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    from make_scenes import make_scenes
-    make_scenes(tmp_path, seed=3, num_train=3, num_val=2, size=64)
+    _make_scenes(tmp_path, num_train=3, num_val=2)
     model = zoo.load("sa_vit_micro.seg_scenes").eval()
-    paths, scenes = region_probe._items(str(tmp_path), "validation", 2, seed=3, size=64)
+    paths, _, scenes = oracle.replay_written(str(tmp_path), "validation", seed=3)
     feats, classes, pixels = region_probe.pooled(model, paths, scenes, min_pixels=20)
     kept = [it for items in scenes for it in items if it.visible.sum() >= 20]
     assert len(classes) == len(kept) and list(classes) == [it.cls for it in kept]
@@ -57,20 +62,18 @@ def test_pooled_logits_are_the_segmentors_logits_averaged_over_each_item(tmp_pat
             n += 1
     # another seed's scenes are refused rather than paired with the wrong items
     with pytest.raises(ValueError, match="make scenes"):
-        region_probe._items(str(tmp_path), "validation", 2, seed=4, size=64)
+        oracle.replay_written(str(tmp_path), "validation", seed=4)
     with pytest.raises(ValueError, match="fewer than"):
-        region_probe._items(str(tmp_path), "training", 5, seed=3, size=64)
+        oracle.replay_written(str(tmp_path), "training", seed=3, num=5)
 
 
 def test_analyse_runs_end_to_end_and_trunk_from_swaps_in_the_classifiers_trunk(tmp_path, one_thread):
     import torch
 
     import zoo
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    from make_scenes import make_scenes
-    make_scenes(tmp_path, seed=3, num_train=4, num_val=2, size=64)
+    _make_scenes(tmp_path, num_train=4, num_val=2)
     out = region_probe.analyse("ea_vit_micro.seg_scenes", str(tmp_path), train_scenes=4, seed=3)
-    _, scenes = region_probe._items(str(tmp_path), "training", 4, seed=3, size=64)
+    _, _, scenes = oracle.replay_written(str(tmp_path), "training", seed=3, num=4)
     assert out["train_items"] == sum(it.visible.sum() >= 20 for items in scenes for it in items)
     assert set(out) == {"train_items", "val_items", "segmentor_vote"} | {f"linear_{k}" for k in region_probe.MAPS}
     assert all(0 <= v["val"]["all"] <= 100 for k, v in out.items() if k not in ("train_items", "val_items"))

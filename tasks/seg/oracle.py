@@ -114,6 +114,26 @@ def replay(num, seed=0, split="validation", size=64, fmnist=None, **compose_kwar
     return maps, scenes
 
 
+def replay_written(data_root, split="validation", seed=0, num=None):
+    """The first ``num`` scenes of ``split`` under ``data_root`` (all by default; ADE20K layout), replayed.
+
+    Returns:
+        ``(image paths, label maps, items per scene)``. Refuses scenes that ``make_scenes.py --seed seed`` did not
+        write (a replayed label map differs from the PNG), and more scenes than there are.
+    """
+    paths, gts = errors.read_split(data_root, split)
+    if num is not None:
+        if num > len(paths):
+            raise ValueError(f"{split} has {len(paths)} scenes under {data_root}, fewer than the {num} asked for")
+        paths, gts = paths[:num], gts[:num]
+    maps, scenes = replay(len(gts), seed=seed, split=split, size=gts[0].shape[0])
+    for p, gt, m in zip(paths, gts, maps):
+        if not np.array_equal(gt, m):
+            raise ValueError(f"the label map of {p} is not what make_scenes.py --seed {seed} writes: the replay "
+                             f"needs the scenes of `make scenes` (its seed, size and item settings)")
+    return paths, gts, scenes
+
+
 def paint(scenes, names, size=64):
     """Label maps with each item's visible pixels set to its name (``names``: one class per item, in the order of
     ``scenes``' items), everything else background (0)."""
@@ -211,13 +231,8 @@ def analyse(classifier="sa_vit_micro.cls_fmnist", data_root="data/fashion_scenes
             raise ValueError("save_fragment_trained_to needs fragment_epochs > 0: nothing is trained without it")
         for sub in FRAGMENT_FOLDERS.values():  # refuse before the training, not after it
             _refuse_nonempty(os.path.join(save_fragment_trained_to, sub))
-    paths, gts = errors.read_split(data_root, split)
+    paths, gts, scenes = replay_written(data_root, split, seed)
     size = gts[0].shape[0]
-    maps, scenes = replay(len(gts), seed=seed, split=split, size=size)
-    for p, gt, m in zip(paths, gts, maps):
-        if not np.array_equal(gt, m):
-            raise ValueError(f"the label map of {p} is not what make_scenes.py --seed {seed} writes: the replay "
-                             f"needs the scenes of `make scenes` (its seed, size and item settings)")
     items = [it for s in scenes for it in s]
     truth = np.array([it.cls for it in items])
     shown = np.array([it.visible.any() for it in items])  # items wholly hidden by later ones name no pixel

@@ -1,8 +1,9 @@
 """Can a scenes segmentor's features name an item better than its logits do, once told the item's exact pixels?
 
-``python -m tasks.seg.region_probe TAG [--train-scenes 2000]`` replays the scenes (``tasks.seg.oracle.replay``: every
-item's visible pixels), runs ``zoo.load(TAG)`` on them, and averages four of its maps over each item's visible
-pixels (items of at least ``--min-pixels``), each map resized bilinearly to the 64x64 scene first:
+``python -m tasks.seg.region_probe TAG [--train-scenes 2000]`` replays the scenes
+(``tasks.seg.oracle.replay_written``: every item's visible pixels), runs ``zoo.load(TAG)`` on them, and averages four
+of its maps over each item's visible pixels (items of at least ``--min-pixels``), each map resized bilinearly to the
+scene's size first:
 
 - ``trunk``: the trunk's last block (the backbone's last output);
 - ``trunk_all``: all the blocks the backbone hands to the neck, concatenated;
@@ -26,8 +27,8 @@ import json
 
 import numpy as np
 
-from tasks.seg.errors import SIZE_BINS, read_split, rounded, size_bin_name
-from tasks.seg.oracle import replay
+from tasks.seg.errors import SIZE_BINS, rounded, size_bin_name
+from tasks.seg.oracle import replay_written
 
 MAPS = ("trunk", "trunk_all", "head", "logits")
 
@@ -101,17 +102,6 @@ def by_size(right, pixels):
     return out
 
 
-def _items(data_root, split, num, seed, size):
-    """Image paths and replayed items of the first ``num`` scenes of ``split``, checked against the written labels."""
-    paths, labels = read_split(data_root, split)
-    if num > len(paths):
-        raise ValueError(f"{split} has {len(paths)} scenes under {data_root}, fewer than the {num} asked for")
-    maps, scenes = replay(num, seed=seed, split=split, size=size)
-    if not all(np.array_equal(m, w) for m, w in zip(maps, labels)):
-        raise ValueError(f"the scenes under {data_root} are not those of seed {seed}: make scenes writes them")
-    return paths[:num], scenes
-
-
 def load(tag, trunk_from=None):
     """``zoo.load(tag)`` in eval mode; with ``trunk_from`` (a classifier tag or folder) its trunk replaced by that
     classifier's, loaded as a seg config's ``init_cfg`` loads it (then only the trunk's read-outs describe a trained
@@ -123,14 +113,14 @@ def load(tag, trunk_from=None):
     return model
 
 
-def analyse(tag, data_root="data/fashion_scenes", train_scenes=2000, seed=0, min_pixels=20, size=64, trunk_from=None):
+def analyse(tag, data_root="data/fashion_scenes", train_scenes=2000, seed=0, min_pixels=20, trunk_from=None):
     """The module docstring's numbers for ``load(tag, trunk_from)``."""
     model = load(tag, trunk_from)
     num_classes = model.pretrained_cfg["num_classes"]
-    train = pooled(model, *_items(data_root, "training", train_scenes, seed, size), size, min_pixels)
-    val = pooled(model, *_items(data_root, "validation", len(read_split(data_root, "validation")[0]), seed, size),
-                 size, min_pixels)
-    (ftr, ytr, ptr), (fva, yva, pva) = train, val
+    paths, gts, scenes = replay_written(data_root, "training", seed, num=train_scenes)
+    ftr, ytr, ptr = pooled(model, paths, scenes, gts[0].shape[0], min_pixels)
+    paths, gts, scenes = replay_written(data_root, "validation", seed)
+    fva, yva, pva = pooled(model, paths, scenes, gts[0].shape[0], min_pixels)
     out = dict(train_items=len(ytr), val_items=len(yva))
     out["segmentor_vote"] = dict(fit=by_size(ftr["logits"][:, 1:].argmax(1).numpy() + 1 == ytr, ptr),
                                  val=by_size(fva["logits"][:, 1:].argmax(1).numpy() + 1 == yva, pva))
