@@ -533,3 +533,61 @@ def test_backbone_hands_channels_last_views_to_the_heads_that_take_them(head, au
     with torch.no_grad():
         assert all(m.is_contiguous() for m in other.backbone(x))
         assert other(x).shape == (1, 5, 64, 64)
+
+
+def test_auxiliary_head_on_an_extra_map_at_the_token_grid():
+    # out_indices names the last block twice and the neck keeps the extra copy at scale 1: the decode head reads the
+    # first four maps, the FCN auxiliary head (aux_index=4) the last block at the trunk's own stride
+    from zoo.hub import build_from_config
+    from zoo.registry import build
+    kw = dict(num_classes=5, img_size=64, patch_size=4, channels=32, aux_channels=16, out_indices=[0, 1, 2, 3, 3],
+              neck_scales=[1, 0.5, 0.25, 0.125, 1], aux_index=4)
+    model = build("ea_vit_micro", task="seg", **kw)
+    assert model.auxiliary_head.in_index == 4 and list(model.decode_head.in_index) == [0, 1, 2, 3]
+    assert len(model.decode_head.in_channels) == 4 and len(model.neck.lateral_convs) == 5
+    x = torch.randn(2, 3, 64, 64)
+    seen = {}
+
+    def record(key):
+        def hook(module, args):
+            seen.setdefault(key, tuple(args[0].shape))
+        return hook
+    model.auxiliary_head.convs.register_forward_pre_hook(record("aux"))
+    model.decode_head.lateral_convs[0].register_forward_pre_hook(record("head"))
+    maps = model.extract_feat(x)
+    assert [tuple(m.shape[-2:]) for m in maps] == [(16, 16), (8, 8), (4, 4), (2, 2), (16, 16)]
+    # the extra map is the last block (the stride-32 map's source) before any rescale
+    assert torch.equal(model.backbone(x)[3], model.backbone(x)[4])
+    from mmengine.structures import PixelData
+    from mmseg.structures import SegDataSample
+    samples = []
+    for _ in range(2):
+        s = SegDataSample(metainfo=dict(img_shape=(64, 64), ori_shape=(64, 64), pad_shape=(64, 64)))
+        s.gt_sem_seg = PixelData(data=torch.randint(0, 5, (1, 64, 64)))
+        samples.append(s)
+    losses = model.loss(x, samples)
+    assert seen["aux"][-2:] == (16, 16) and seen["head"][-2:] == (16, 16)
+    assert torch.isfinite(losses["aux.loss_ce"]) and torch.isfinite(losses["decode.loss_ce"])
+    # a published folder records the layout and rebuilds the same model
+    args = model.zoo_config["args"]
+    assert (args["aux_index"], args["out_indices"], args["neck_scales"]) == (4, [0, 1, 2, 3, 3], kw["neck_scales"])
+    again = build_from_config(model.zoo_config)
+    again.load_state_dict(model.state_dict())
+    model.eval(), again.eval()
+    with torch.no_grad():
+        assert torch.equal(model(x), again(x))
+    assert "aux_index" not in build("ea_vit_micro", task="seg", **SMALL).zoo_config["args"]  # mmseg's 3: not recorded
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(out_indices=[0, 1, 2, 3, 3]), "need neck_scales with 5 factors"),
+    (dict(aux_index=4), "aux_index=4 names no map: the trunk returns 4"),
+    (dict(neck_scales=[1, 1, 1, 1, 1]), r"one factor per trunk map \(4\)"),
+    (dict(out_indices=[0, 1, 2]), "needs at least 4 trunk maps"),
+    (dict(decode_head="segformer", out_indices=[0, 1, 2, 3, 3], neck_scales=[2, 1, 0.5, 0.25, 1]),
+     "segformer head needs 4 trunk maps"),
+])
+def test_map_layout_errors_say_what_is_missing(kw, message):
+    from zoo.registry import build
+    with pytest.raises(ValueError, match=message):
+        build("ea_vit_micro", task="seg", **{**SMALL, **kw})

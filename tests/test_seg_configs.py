@@ -65,7 +65,10 @@ def test_the_config_set():
         f"upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-{v}.py"
         for m in ("sa", "ea", "effa", "ff") for v in ("norescale", "shift8")} | {
         f"upernet_{m}-vit-micro-p4_1xb16-24000_fashion-scenes40k-64x64-head4to32-shift8.py"
-        for m in ("sa", "ea", "effa", "ff")}
+        for m in ("sa", "ea", "effa", "ff")} | {
+        # probes of the auxiliary loss on the last block's own token grid (docs/seg_scenes_study.md)
+        f"upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-shift8-{v}.py" for v in ("auxs4",
+                                                                                                      "auxs4w1")}
 
 
 def test_the_scenes40k_recipe_is_the_bundled_one_on_more_scenes_for_twice_the_iterations():
@@ -322,9 +325,9 @@ def test_config_builds_and_steps(path):
     assert pred.shape[-2:] == out[0].metainfo["ori_shape"] and int(pred.max()) < n_cls
 
     # 3) what a published folder of this model rebuilds (its zoo_config) is this model: same outputs, same weights
-    import zoo
     from tasks.common.evaluate import same_model
-    again = zoo.load(f"{mixer}_vit_micro", task="seg", **model.zoo_config["args"])
+    from zoo.hub import build_from_config
+    again = build_from_config(model.zoo_config)
     again.load_state_dict(model.state_dict())
     assert same_model(again, model, "zoo_config", os.path.basename(path), atol=1e-5) <= 1e-5
 

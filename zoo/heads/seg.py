@@ -341,7 +341,10 @@ class ZooEncoderDecoder(EncoderDecoder):
         elif neck is not None:
             neck.setdefault("in_channels", [dim] * num_outs)
             neck.setdefault("out_channels", dim)
-        decode_head.setdefault("in_channels", [dim] * num_outs)
+        # one width per map the head reads (its in_index), which may be fewer than the trunk returns
+        in_index = decode_head.get("in_index")
+        decode_head.setdefault("in_channels", [dim] * (len(in_index) if isinstance(in_index, (list, tuple))
+                                                       else num_outs))
         if auxiliary_head is not None:
             auxiliary_head.setdefault("in_channels", dim)
         test_cfg = _as_config(test_cfg) if test_cfg is not None else ConfigDict(mode="whole")
@@ -421,6 +424,9 @@ class ZooEncoderDecoder(EncoderDecoder):
         scales = neck_scales_of(self.neck) if self.with_neck else None
         if head is not None and scales is not None and scales != NECK_SCALES[head]:
             args["neck_scales"] = scales
+        if self.with_auxiliary_head and not isinstance(self.auxiliary_head, nn.ModuleList):
+            if self.auxiliary_head.in_index != 3:  # which map the auxiliary head reads: weights do not show it
+                args["aux_index"] = int(self.auxiliary_head.in_index)
         # mmseg-compatibility switches, recorded only when they differ from the zoo's defaults
         for key, value, default in (("final_norm", bb.final_norm, False), ("class_token", bb.class_token, True),
                                     ("padded_logits", self.padded_logits, "crop"),
@@ -574,17 +580,24 @@ def neck_scales_of(neck):
     return None if scales is None else [float(s) if s % 1 else int(s) for s in scales]
 
 
-def _decode_head_cfg(kind, num_classes, channels, norm_cfg, neck_scales=None):
+def _decode_head_cfg(kind, num_classes, channels, norm_cfg, neck_scales=None, num_maps=4):
     """Neck and decode head of ``kind`` (see ``DECODE_HEADS``) as mmseg dicts; ``neck_scales`` replaces the neck's
-    default rescaling (``NECK_SCALES``)."""
+    default rescaling (``NECK_SCALES``). ``num_maps``: how many trunk maps there are; UPerNet's neck rescales them all
+    and its decode head reads the first four (the rest feed auxiliary heads), the light head takes exactly four."""
     common = dict(in_index=[0, 1, 2, 3], channels=channels, dropout_ratio=0.1, num_classes=num_classes,
                   norm_cfg=norm_cfg, align_corners=False,
                   loss_decode=dict(type="CrossEntropyLoss", use_sigmoid=False, loss_weight=1.0))
     if kind not in DECODE_HEADS:
         raise ValueError(f"decode_head must be one of {sorted(DECODE_HEADS)}, got {kind!r}")
+    if num_maps < 4 or (kind != "uper" and num_maps != 4):
+        raise ValueError(f"the {kind} head needs {'at least ' if kind == 'uper' else ''}4 trunk maps (out_indices), "
+                         f"got {num_maps}")
     scales = list(NECK_SCALES[kind] if neck_scales is None else neck_scales)
-    if len(scales) != len(NECK_SCALES[kind]):
-        raise ValueError(f"neck_scales needs one factor per trunk map ({len(NECK_SCALES[kind])}), got {scales}")
+    if neck_scales is None and num_maps > 4:
+        raise ValueError(f"{num_maps} trunk maps (out_indices) need neck_scales with {num_maps} factors; the default "
+                         f"has 4")
+    if len(scales) != num_maps:
+        raise ValueError(f"neck_scales needs one factor per trunk map ({num_maps}), got {scales}")
     if kind == "uper":
         return dict(type="MultiLevelNeck", scales=scales), dict(type="UPerHead", pool_scales=(1, 2, 3, 6), **common)
     # The light head (configs/seg/_base_/models/segformerhead_zoo-vit.py): BEiT's Feature2Pyramid at strides
@@ -597,7 +610,7 @@ def _decode_head_cfg(kind, num_classes, channels, norm_cfg, neck_scales=None):
 
 def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, channels=None, aux_channels=None,
               drop_path_rate=0.1, norm_type="BN", test_cfg=None, out_indices=None, final_norm=False, class_token=True,
-              padded_logits="crop", decode_head="uper", neck_scales=None):
+              padded_logits="crop", decode_head="uper", neck_scales=None, aux_index=3):
     """The UPerNet recipe as an mmseg model dict (what ``configs/seg/_base_/models/upernet_zoo-vit.py`` spells out),
     or with ``decode_head="segformer"`` the light one (``configs/seg/_base_/models/segformerhead_zoo-vit.py``).
 
@@ -619,6 +632,12 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
             strides 8-64 + SegformerHead; ~100x less head time than UPerNet at 1024 px, docs/BENCHMARKS.md).
         neck_scales: How the neck rescales the four trunk maps (default ``NECK_SCALES[decode_head]``); e.g.
             ``[2, 1, 0.5, 0.25]`` keeps UPerNet's maps at strides 2-16 for a patch-4 trunk, as the scenes configs do.
+            UPerNet takes more factors than its four maps when ``out_indices`` names as many blocks: the decode head
+            reads the first four maps, the others are there for the auxiliary head (``aux_index``).
+        aux_index: The map the FCN auxiliary head reads (mmseg's ``in_index``; default 3, the last block at the
+            neck's coarsest scale, as mmseg's ViT + UPerNet configs). E.g. ``out_indices=[0, 1, 2, 3, 3]``,
+            ``neck_scales=[1, 0.5, 0.25, 0.125, 1]``, ``aux_index=4``: the auxiliary loss on the last block at its
+            own token grid.
     """
     crop = _pair(img_size)
     norm_cfg = dict(type=norm_type, requires_grad=True)
@@ -626,7 +645,10 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
         raise ValueError(f"decode_head must be one of {sorted(DECODE_HEADS)}, got {decode_head!r}")
     channels = HEAD_DEFAULTS[decode_head][0] if channels is None else channels
     aux_channels = HEAD_DEFAULTS[decode_head][1] if aux_channels is None else aux_channels
-    neck, head = _decode_head_cfg(decode_head, num_classes, channels, norm_cfg, neck_scales)
+    num_maps = 4 if out_indices is None else len(out_indices)
+    neck, head = _decode_head_cfg(decode_head, num_classes, channels, norm_cfg, neck_scales, num_maps)
+    if aux_channels and not 0 <= aux_index < num_maps:
+        raise ValueError(f"aux_index={aux_index} names no map: the trunk returns {num_maps} (out_indices)")
     if test_cfg is None:
         test_cfg = (dict(mode="slide", crop_size=crop, stride=slide_stride(crop)) if is_fixed_tokens(name)
                     else dict(mode="whole"))
@@ -640,7 +662,7 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
         neck=neck,
         decode_head=head,
         auxiliary_head=None if not aux_channels else dict(
-            type="FCNHead", in_index=3, channels=aux_channels, num_convs=1, concat_input=False, dropout_ratio=0.1,
+            type="FCNHead", in_index=aux_index, channels=aux_channels, num_convs=1, concat_input=False, dropout_ratio=0.1,
             num_classes=num_classes, norm_cfg=norm_cfg, align_corners=False,
             loss_decode=dict(type="CrossEntropyLoss", use_sigmoid=False, loss_weight=0.4)),
         train_cfg=dict(),
@@ -653,7 +675,7 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
 def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_size=512, patch_size=16, in_chans=3,
           channels=None, aux_channels=None, drop_path_rate=0.0, norm_type="BN", test_cfg=None, backbone_checkpoint=None,
           out_indices=None, final_norm=False, class_token=True, padded_logits="crop", decode_head="uper",
-          neck_scales=None):
+          neck_scales=None, aux_index=3):
     """Build the UPerNet (or, with ``decode_head="segformer"``, the light-head) segmentor for ``model_name``
     (``zoo.load(name, task='seg', ...)`` lands here).
 
@@ -666,8 +688,8 @@ def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_si
         out_indices, final_norm, class_token, padded_logits: mmseg-compatibility options (see ``model_cfg``);
             mmseg's UPerNet + DeiT ``_mln_`` ADE20K weights need ``padded_logits="stretch"`` to give mmseg's logits
             on inputs whose sides are not multiples of 16 (``zoo.convert`` loads their layout).
-        decode_head, neck_scales: The decode head (``"uper"`` or ``"segformer"``, the light head) and the neck's
-            rescaling of the trunk maps, see ``model_cfg``.
+        decode_head, neck_scales, aux_index: The decode head (``"uper"`` or ``"segformer"``, the light head), the
+            neck's rescaling of the trunk maps and the map the auxiliary head reads, see ``model_cfg``.
 
     Returns:
         A ``ZooEncoderDecoder`` in train mode with mmseg's head initialisation applied (so a later
@@ -678,7 +700,8 @@ def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_si
     cfg = model_cfg(model_name, num_classes=num_classes, img_size=img_size, patch_size=patch_size, in_chans=in_chans,
                     channels=channels, aux_channels=aux_channels, drop_path_rate=drop_path_rate, norm_type=norm_type,
                     test_cfg=test_cfg, out_indices=out_indices, final_norm=final_norm, class_token=class_token,
-                    padded_logits=padded_logits, decode_head=decode_head, neck_scales=neck_scales)
+                    padded_logits=padded_logits, decode_head=decode_head, neck_scales=neck_scales,
+                    aux_index=aux_index)
     cfg.pop("type")
     # sub-modules (data preprocessor, heads) live in mmseg's registry
     with DefaultScope.overwrite_default_scope("mmseg"):
