@@ -342,3 +342,28 @@ def test_make_weights_checkpoint_test_options_reach_the_float32_test_only(tmp_pa
     assert mw._test_flags(mw.parse_args(base[:-2])) == ""
     with pytest.raises(SystemExit):  # float32: the checkpoint's test is the card's, so it may not be cut down
         mw.parse_args([*base, "--dtype", "float32", "--checkpoint-test-cfg-options", "test_evaluator.0.scores=[]"])
+
+
+def test_remeasure_throughput_replaces_only_the_throughput(tmp_path, monkeypatch):
+    """``--remeasure-throughput`` times the published folder again (one tag at a time, ``alone``) and leaves the
+    rest of the record as it was; a tag without a folder or record is refused by name."""
+    import shutil
+    tag = "ea_vit_micro.cls_fmnist"
+    if tag not in TAGS:
+        pytest.skip("no bundled cls checkpoint in this checkout")
+    out, res = tmp_path / "pretrained", tmp_path / "results"
+    shutil.copytree(os.path.join(ROOT, "pretrained", tag), out / tag)
+    (res / "metrics").mkdir(parents=True)
+    before = _record(tag)
+    shutil.copy(os.path.join(ROOT, "results", "metrics", f"{tag}.json"), res / "metrics")
+    mw = _make_weights()
+    monkeypatch.setattr(mw.time, "strftime", lambda fmt, *a: "2026-12-07" if fmt == "%Y-%m-%d" else "00:00:00")
+    argv = ["--remeasure-throughput", "--tags", tag, "--out", str(out), "--results", str(res), "--jobs", "2"]
+    assert mw.main(argv) == 0
+    rec = json.loads((res / "metrics" / f"{tag}.json").read_text())
+    t = rec.pop("throughput")
+    assert rec == {k: v for k, v in before.items() if k != "throughput"}
+    assert t["alone"] is True and t["date"] == "2026-12-07" and t["threads"] == 1 and t["unit"] == "img/s"
+    assert t["value"] == pytest.approx(t["batch"] / t["median_s"], rel=1e-3) and t["torch"] == torch.__version__
+    with pytest.raises(SystemExit, match="no published folder .*ff_vit_micro.cls_fmnist"):
+        mw.remeasure_throughput("ff_vit_micro.cls_fmnist", None, mw.parse_args(argv))

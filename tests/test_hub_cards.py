@@ -61,6 +61,26 @@ def test_cards_render_from_the_published_folders(tmp_path):
     assert "python tools/make_weights.py --tasks cls --mixers ea" in text
 
 
+def test_cards_say_how_the_throughput_was_measured(tmp_path):
+    # all of a family's figures taken alone (make_weights --remeasure-throughput): the machine and torch are named;
+    # one figure taken beside trainings: the whole row set is called indicative
+    _publish(tmp_path)
+    _publish(tmp_path, tag="sa_vit_micro.cls_fmnist")
+    folder = tmp_path / "results" / "metrics"
+    folder.mkdir(parents=True)
+    alone = {"value": 100.0, "unit": "img/s", "cpu": "Some CPU", "cpu_capability": "AVX2", "torch": "2.13.0+cpu",
+             "alone": True, "date": "2026-12-07"}
+    for tag in ("ea_vit_micro.cls_fmnist", "sa_vit_micro.cls_fmnist"):
+        (folder / f"{tag}.json").write_text(json.dumps({"throughput": alone}))
+    tool = _tool()
+    text = tool.render(str(tmp_path / "results"), str(tmp_path / "pretrained"))
+    assert ("measured one model at a time on an otherwise idle machine on 2026-12-07: Some CPU (AVX2), torch "
+            "2.13.0+cpu" in text) and "indicative" not in text
+    (folder / "sa_vit_micro.cls_fmnist.json").write_text(json.dumps({"throughput": {**alone, "alone": False}}))
+    text = tool.render(str(tmp_path / "results"), str(tmp_path / "pretrained"))
+    assert "indicative only" in text and "otherwise idle" not in text
+
+
 def _record(results, tag, seed, top1, sub=""):
     folder = results / sub / "metrics"
     folder.mkdir(parents=True, exist_ok=True)

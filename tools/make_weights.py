@@ -28,6 +28,10 @@ the runs' curves at that checkpoint and counts the stopped runs' time up to it (
 ``--package-only`` redoes steps 3-4 from the finished trainings in the work dirs (after a change to the card or
 the config.json layout), without training again (and without testing again when the test metrics exist).
 
+``--remeasure-throughput`` measures the published folders' throughput again, one tag at a time, and changes nothing
+else in the records: the figures recorded while trainings shared the machine become ones taken alone
+(``throughput.alone``), which MODEL_CARDS.md then says.
+
 Jobs run ``--jobs`` at a time (default 2, one per core of the machines this was made on); micro models use one
 thread each better than two threads for one model. Examples::
 
@@ -447,14 +451,30 @@ def post_measure(folder, samples_png=None):
     For a generator, ``samples_png`` also receives a grid of its first 64 samples (seed 0).
     """
     import torch
-    from torch.utils import benchmark
 
     import zoo
-    from tasks.common.evaluate import SLICE_OPTIONS, check_rebuilds, config_of, evaluate, example_input
+    from tasks.common.evaluate import SLICE_OPTIONS, check_rebuilds, config_of, evaluate
     torch.set_num_threads(1)
     ref = f"local-dir:{osp.abspath(folder)}"
     check_rebuilds(config_of(ref), ref)  # what zoo.load gives is the model the slice and the card score
     model = zoo.load(ref).eval()
+    task = model.zoo_config["task"]
+    throughput = measure_throughput(model)
+    if samples_png:
+        from tasks.common import pictures
+        pictures.save_png(pictures.sample_grid(model, n=64, seed=0), samples_png)
+    sliced = evaluate(config_of(ref), model, max_samples=SLICES[task], cfg_options=SLICE_OPTIONS.get(task))
+    return dict(slice=dict(num_samples=SLICES[task], metrics=sliced), throughput=throughput)
+
+
+def measure_throughput(model):
+    """One-thread inference throughput of a loaded zoo model: ``torch.utils.benchmark`` median over at least 3 s of
+    a ``THROUGHPUT_BATCH`` batch (a GAN: samples drawn), with the CPU and torch version it was measured with."""
+    import torch
+    from torch.utils import benchmark
+
+    from tasks.common.evaluate import example_input
+    torch.set_num_threads(1)
     task = model.zoo_config["task"]
     batch, unit = THROUGHPUT_BATCH[task]
     with torch.no_grad():
@@ -462,16 +482,31 @@ def post_measure(folder, samples_png=None):
             stmt, glb = "m.sample(b, seed=0)", dict(m=model, b=batch)
         else:
             stmt, glb = "m(*x)", dict(m=model, x=example_input(model, task, batch))
-        timer = benchmark.Timer(stmt=stmt, globals=glb, num_threads=1)
-        t = timer.blocked_autorange(min_run_time=3.0)
-    if samples_png:
-        from tasks.common import pictures
-        pictures.save_png(pictures.sample_grid(model, n=64, seed=0), samples_png)
-    sliced = evaluate(config_of(ref), model, max_samples=SLICES[task], cfg_options=SLICE_OPTIONS.get(task))
-    return dict(slice=dict(num_samples=SLICES[task], metrics=sliced),
-                throughput=dict(value=round(batch / t.median, 1), unit=unit, batch=batch, threads=1,
-                                median_s=t.median, cpu=cpu_name(),
-                                cpu_capability=torch.backends.cpu.get_cpu_capability(), torch=torch.__version__))
+        t = benchmark.Timer(stmt=stmt, globals=glb, num_threads=1).blocked_autorange(min_run_time=3.0)
+    return dict(value=round(batch / t.median, 1), unit=unit, batch=batch, threads=1, median_s=t.median,
+                cpu=cpu_name(), cpu_capability=torch.backends.cpu.get_cpu_capability(), torch=torch.__version__)
+
+
+def remeasure_throughput(tag, config, args):
+    """Measure the throughput of ``tag``'s published folder again and replace the record's (nothing else changes).
+
+    Run one tag at a time on an otherwise idle machine (``main`` runs these jobs one by one): the record then says
+    ``alone: true``, and MODEL_CARDS.md says so instead of calling the figures indicative.
+    """
+    import zoo
+    folder = osp.join(args.out, tag)
+    path = osp.join(args.results, "metrics", f"{tag}.json")
+    if not osp.isfile(path) or not osp.isfile(osp.join(folder, "config.json")):
+        raise SystemExit(f"{tag}: no published folder {folder} or record {path} to measure again")
+    with open(path) as f:
+        rec = json.load(f)
+    model = zoo.load(f"local-dir:{osp.abspath(folder)}").eval()
+    rec["throughput"] = dict(measure_throughput(model), alone=True, date=time.strftime("%Y-%m-%d"))
+    with open(path, "w") as f:
+        json.dump(rec, f, indent=1)
+    print(f"[{time.strftime('%H:%M:%S')}] {tag}: {rec['throughput']['value']} {rec['throughput']['unit']}",
+          flush=True)
+    return rec["throughput"]
 
 
 def parse_args(argv=None):
@@ -512,6 +547,9 @@ def parse_args(argv=None):
                         "tensors change)")
     p.add_argument("--package-only", action="store_true",
                    help="rewrite the published folders and records from finished trainings (no training or test)")
+    p.add_argument("--remeasure-throughput", action="store_true",
+                   help="measure the published folders' one-thread throughput again, one tag at a time (for an "
+                        "otherwise idle machine; nothing else in the records changes), then `make cards`")
     p.add_argument("--post", metavar="FOLDER", help=argparse.SUPPRESS)  # internal: measure one published folder
     p.add_argument("--post-out", metavar="JSON", help=argparse.SUPPRESS)
     p.add_argument("--post-samples", metavar="PNG", help=argparse.SUPPRESS)
@@ -571,6 +609,8 @@ def main(argv=None):
     todo.sort(key=lambda job: starts_from(job[0]) is not None)
     finished = {tag: threading.Event() for tag, _ in todo}
     work = repack if args.repack else package if args.package_only else make_one
+    if args.remeasure_throughput:
+        work, args.jobs = remeasure_throughput, 1  # one at a time: the figures must not share the machine
 
     def run(tag, cfg):
         try:

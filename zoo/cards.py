@@ -235,6 +235,21 @@ def _throughput(rec):
     return f"{t['value']:.0f} {t['unit']}" if t.get("value") else "?"
 
 
+def _throughput_conditions(records):
+    """How a family's throughput figures were taken, for MODEL_CARDS.md: alone (``--remeasure-throughput``) on one
+    named CPU and torch, or beside trainings (indicative only)."""
+    runs = [(r or {}).get("throughput") or {} for r in records]
+    if runs and all(t.get("alone") for t in runs):
+        where = sorted({(t.get("cpu"), t.get("cpu_capability"), t.get("torch")) for t in runs})
+        machines = "; ".join(f"{cpu} ({cap}), torch {version}" for cpu, cap, version in where)
+        dates = sorted({t.get("date") for t in runs if t.get("date")})
+        when = f" on {dates[0]}" + (f" to {dates[-1]}" if len(dates) > 1 else "") if dates else ""
+        return (f"measured one model at a time on an otherwise idle machine{when}: {machines}, by "
+                f"`python tools/make_weights.py --remeasure-throughput`")
+    return ("measured while other trainings shared the machine, so it is indicative only: "
+            "`python tools/make_weights.py --remeasure-throughput` measures them again alone")
+
+
 def seeds_section(entries, seeds):
     """Lines of MODEL_CARDS.md's table over seeds (tags with two or more seeds; empty when there are none)."""
     rows = []
@@ -294,9 +309,9 @@ def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"
                 "Each cell: the card's metric (measured here, by `tools/test.py --json-out` on the evaluation split, "
                 "on the published float16 weights), parameters (of the published weights: a GAN's EMA generator), "
                 "and inference throughput on one CPU thread (`torch.utils.benchmark` median, recorded by "
-                "`tools/make_weights.py` with the CPU and torch version in `results/metrics/<tag>.json`; measured "
-                "while other trainings shared the machine, so it is indicative only: "
-                "`python tools/make_weights.py --package-only` measures again); the metric links to the card.", "",
+                "`tools/make_weights.py` with the CPU and torch version in `results/metrics/<tag>.json`; "
+                + _throughput_conditions([results.get(e.tag) for k, e in by_cell.items() if k[0] == family])
+                + "); the metric links to the card.", "",
                 "| mixer | " + " | ".join(heads) + " |", "|---|" + "---|" * len(tasks)]
         for m in codes:
             cells = []
