@@ -68,7 +68,9 @@ def test_the_config_set():
         for m in ("sa", "ea", "effa", "ff")} | {
         # probes of the auxiliary loss on the last block's own token grid (docs/seg_scenes_study.md)
         f"upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-shift8-{v}.py" for v in ("auxs4",
-                                                                                                      "auxs4w1")}
+                                                                                                      "auxs4w1")} | {
+        # probes of a loss that weighs every region alike (tasks/seg/losses.py)
+        f"upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-shift8-{v}.py" for v in ("rb1", "rb05")}
 
 
 def test_the_scenes40k_recipe_is_the_bundled_one_on_more_scenes_for_twice_the_iterations():

@@ -90,3 +90,36 @@ def test_a_scenes_segmentor_trains_with_it(tmp_path):
         opt.step()
         losses.append(float(loss["decode.loss_ce"].detach()))
     assert calls == pytest.approx(losses) and losses[-1] < losses[0]
+
+
+def test_region_sizes_by_hand():
+    from tasks.seg.losses import region_sizes
+    # LABELS: background is one 4-connected region of 12 pixels, item 1 one of 4, item 2 one of 3, one ignored pixel
+    expected = torch.tensor([[[12, 12, 12, 12, 12],
+                              [12, 4, 4, 3, 0],
+                              [12, 4, 4, 3, 3],
+                              [12, 12, 12, 12, 12]]], dtype=torch.float32)
+    assert torch.equal(region_sizes(LABELS), expected)
+    # pixels of one class that touch only at a corner are separate regions (4-connectivity; 8 would give 2s)
+    corner = torch.tensor([[[1, 0], [0, 1]]])
+    assert torch.equal(region_sizes(corner), torch.ones(1, 2, 2))
+
+
+def test_region_balanced_loss_by_hand():
+    from mmseg.models.losses import CrossEntropyLoss
+
+    from tasks.seg.losses import RegionBalancedCrossEntropy
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(1, 3, 4, 5, generator=g)
+    plain = CrossEntropyLoss(avg_non_ignore=True)(logits, LABELS, ignore_index=255)
+    assert RegionBalancedCrossEntropy(power=0)(logits, LABELS) == pytest.approx(float(plain), rel=1e-6)
+    ce = F.cross_entropy(logits, LABELS, ignore_index=255, reduction="none")[0]
+    background = [(i, j) for i in range(4) for j in range(5) if LABELS[0, i, j] == 0]
+    item1, item2 = [(1, 1), (1, 2), (2, 1), (2, 2)], [(1, 3), (2, 3), (2, 4)]
+    # power 1: each region's mean cross-entropy, averaged over the three regions
+    by_hand = sum(sum(float(ce[p]) for p in r) / len(r) for r in (background, item1, item2)) / 3
+    assert float(RegionBalancedCrossEntropy(power=1)(logits, LABELS)) == pytest.approx(by_hand, rel=1e-6)
+    with pytest.raises(ValueError, match="power must be >= 0"):
+        RegionBalancedCrossEntropy(power=-1)
+    with pytest.raises(TypeError, match="unknown arguments"):
+        RegionBalancedCrossEntropy(pwr=1)

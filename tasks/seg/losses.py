@@ -1,4 +1,5 @@
-"""A cross-entropy that weights the pixels where two items meet (``NeighbourWeightedCrossEntropy``).
+"""Cross-entropies that weight pixels by where they are: where two items meet (``NeighbourWeightedCrossEntropy``)
+and by the size of the region they belong to (``RegionBalancedCrossEntropy``).
 
 On the scenes, a small visible item region named wrong takes the class of an item it touches three times as often
 as chance (docs/seg_scenes_study.md, "Small regions take the name of the item they touch"). This loss raises the
@@ -11,9 +12,11 @@ radius 4: no change beyond seed noise, docs/seg_scenes_study.md). Set in a confi
 It is a softmax cross-entropy averaged over the labelled pixels with the weights ``1 + boost`` (near another item)
 and 1 (elsewhere): with ``boost=0`` it is mmseg's ``CrossEntropyLoss(avg_non_ignore=True)``.
 """
+import numpy as np
 import torch
 import torch.nn.functional as F
 from mmseg.registry import MODELS
+from scipy import ndimage
 
 
 def near_other_item(labels, radius=1, background=0, ignore_index=255):
@@ -68,4 +71,65 @@ class NeighbourWeightedCrossEntropy(torch.nn.Module):
         ce = F.cross_entropy(cls_score, label, ignore_index=ignore_index, reduction="none")
         w = 1 + self.boost * near_other_item(label, self.radius, self.background, ignore_index).to(ce.dtype)
         w = w * (label != ignore_index).to(ce.dtype)
+        return self.loss_weight * (ce * w).sum() / w.sum().clamp_min(torch.finfo(ce.dtype).eps)
+
+
+def region_sizes(labels, ignore_index=255):
+    """(B, H, W) float: for each labelled pixel, the pixel count of its region (the 4-connected pixels of its class
+    around it: one item, or items of one class that touch, or a patch of background); 0 on ``ignore_index``."""
+    if labels.dim() != 3:
+        raise ValueError(f"labels must be (B, H, W), got {tuple(labels.shape)}")
+    lab = labels.detach().cpu().numpy()
+    out = np.zeros(lab.shape, dtype=np.float32)
+    for b in range(lab.shape[0]):
+        for cls in np.unique(lab[b]):
+            if cls == ignore_index:
+                continue
+            comp, n = ndimage.label(lab[b] == cls)  # 4-connectivity
+            sizes = np.bincount(comp.ravel(), minlength=n + 1).astype(np.float32)
+            mask = comp > 0
+            out[b][mask] = sizes[comp[mask]]
+    return torch.from_numpy(out).to(labels.device)
+
+
+@MODELS.register_module()
+class RegionBalancedCrossEntropy(torch.nn.Module):
+    """Softmax cross-entropy, mean over labelled pixels weighted ``size ** -power``, ``size`` being the pixel count of
+    the pixel's region (``region_sizes``). ``power=1``: every region, a 40-pixel fragment as a 900-pixel item or the
+    background, weighs the same in the loss; ``power=0``: mmseg's ``CrossEntropyLoss(avg_non_ignore=True)``.
+
+    A probe of whether the scenes segmentors misname the small, partly hidden items because plain cross-entropy
+    weighs them by their few pixels (docs/seg_scenes_study.md, "Every region weighed alike"). Set in a config as the
+    decode head's loss::
+
+        model.decode_head.loss_decode = dict(type='RegionBalancedCrossEntropy', power=1.0)
+
+    Args:
+        power: Exponent of the region size in the pixel weights (>= 0).
+        loss_weight, loss_name, **kwargs: As ``NeighbourWeightedCrossEntropy``.
+    """
+
+    def __init__(self, power=1.0, loss_weight=1.0, loss_name="loss_ce", **kwargs):
+        super().__init__()
+        if kwargs.pop("use_sigmoid", False) or kwargs.pop("class_weight", None) is not None:
+            raise ValueError("RegionBalancedCrossEntropy is a softmax loss without class weights; "
+                             "drop use_sigmoid / class_weight")
+        kwargs.pop("avg_non_ignore", None)
+        if kwargs:
+            raise TypeError(f"RegionBalancedCrossEntropy got unknown arguments {sorted(kwargs)}")
+        if power < 0:
+            raise ValueError(f"power must be >= 0, got {power}")
+        self.power, self.loss_weight, self._loss_name = float(power), loss_weight, loss_name
+
+    @property
+    def loss_name(self):
+        return self._loss_name
+
+    def forward(self, cls_score, label, weight=None, ignore_index=255, **kwargs):
+        if weight is not None:
+            raise ValueError("RegionBalancedCrossEntropy makes its own pixel weights; a pixel sampler's "
+                             "weights cannot be combined with them")
+        ce = F.cross_entropy(cls_score, label, ignore_index=ignore_index, reduction="none")
+        size = region_sizes(label, ignore_index).to(ce.dtype)
+        w = torch.where(size > 0, size.clamp_min(1) ** -self.power, torch.zeros_like(size))
         return self.loss_weight * (ce * w).sum() / w.sum().clamp_min(torch.finfo(ce.dtype).eps)
