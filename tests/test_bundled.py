@@ -345,25 +345,41 @@ def test_make_weights_checkpoint_test_options_reach_the_float32_test_only(tmp_pa
 
 
 def test_remeasure_throughput_replaces_only_the_throughput(tmp_path, monkeypatch):
-    """``--remeasure-throughput`` times the published folder again (one tag at a time, ``alone``) and leaves the
-    rest of the record as it was; a tag without a folder or record is refused by name."""
+    """``--remeasure-throughput`` times the published folders again (interleaved rounds, ``alone``), keeps the round
+    with the median value and leaves the rest of the record as it was; missing folders are refused by name."""
     import shutil
-    tag = "ea_vit_micro.cls_fmnist"
-    if tag not in TAGS:
-        pytest.skip("no bundled cls checkpoint in this checkout")
+    tags = [t for t in ("ea_vit_micro.cls_fmnist", "sa_vit_micro.cls_fmnist") if t in TAGS]
+    if len(tags) < 2:
+        pytest.skip("no bundled cls checkpoints in this checkout")
     out, res = tmp_path / "pretrained", tmp_path / "results"
-    shutil.copytree(os.path.join(ROOT, "pretrained", tag), out / tag)
     (res / "metrics").mkdir(parents=True)
-    before = _record(tag)
-    shutil.copy(os.path.join(ROOT, "results", "metrics", f"{tag}.json"), res / "metrics")
+    for tag in tags:
+        shutil.copytree(os.path.join(ROOT, "pretrained", tag), out / tag)
+        shutil.copy(os.path.join(ROOT, "results", "metrics", f"{tag}.json"), res / "metrics")
     mw = _make_weights()
     monkeypatch.setattr(mw.time, "strftime", lambda fmt, *a: "2026-12-07" if fmt == "%Y-%m-%d" else "00:00:00")
-    argv = ["--remeasure-throughput", "--tags", tag, "--out", str(out), "--results", str(res), "--jobs", "2"]
-    assert mw.main(argv) == 0
-    rec = json.loads((res / "metrics" / f"{tag}.json").read_text())
-    t = rec.pop("throughput")
-    assert rec == {k: v for k, v in before.items() if k != "throughput"}
-    assert t["alone"] is True and t["date"] == "2026-12-07" and t["threads"] == 1 and t["unit"] == "img/s"
-    assert t["value"] == pytest.approx(t["batch"] / t["median_s"], rel=1e-3) and t["torch"] == torch.__version__
-    with pytest.raises(SystemExit, match="no published folder .*ff_vit_micro.cls_fmnist"):
-        mw.remeasure_throughput("ff_vit_micro.cls_fmnist", None, mw.parse_args(argv))
+    order = []
+    # 3 rounds of both tags, each round timing every tag once; made-up medians so the pick can be checked
+    fake = iter([400.0, 100.0, 200.0, 300.0, 300.0, 200.0])
+
+    def timed(model, min_run_time=3.0):
+        order.append(model.pretrained_cfg["tag"])
+        return dict(value=next(fake), unit="img/s", batch=64, threads=1, median_s=0.1, cpu="x", torch="t")
+    monkeypatch.setattr(mw, "measure_throughput", timed)
+    args = mw.parse_args(["--tags", *tags, "--out", str(out), "--results", str(res)])
+    assert mw.remeasure_throughput(tags, args, rounds=3) == 0
+    assert order == tags * 3  # interleaved
+    for tag, values, median in zip(tags, ([400.0, 200.0, 300.0], [100.0, 300.0, 200.0]), (300.0, 200.0)):
+        rec = json.loads((res / "metrics" / f"{tag}.json").read_text())
+        t = rec.pop("throughput")
+        assert rec == {k: v for k, v in _record(tag).items() if k != "throughput"}
+        assert (t["value"], t["range"], t["rounds"], t["alone"], t["date"]) == (median, [min(values), max(values)],
+                                                                              3, True, "2026-12-07")
+    with pytest.raises(SystemExit, match="to measure again for .*ff_vit_micro.cls_fmnist"):
+        mw.remeasure_throughput(["ff_vit_micro.cls_fmnist"], args)
+    # the real timing: one thread, the CPU and torch it ran on
+    monkeypatch.undo()
+    import zoo
+    t = mw.measure_throughput(zoo.load(f"local-dir:{out / tags[0]}").eval(), min_run_time=0.2)
+    assert t["threads"] == 1 and t["torch"] == torch.__version__ and t["value"] == pytest.approx(
+        t["batch"] / t["median_s"], rel=1e-3)

@@ -28,8 +28,8 @@ the runs' curves at that checkpoint and counts the stopped runs' time up to it (
 ``--package-only`` redoes steps 3-4 from the finished trainings in the work dirs (after a change to the card or
 the config.json layout), without training again (and without testing again when the test metrics exist).
 
-``--remeasure-throughput`` measures the published folders' throughput again, one tag at a time, and changes nothing
-else in the records: the figures recorded while trainings shared the machine become ones taken alone
+``--remeasure-throughput`` measures the published folders' throughput again, in one process that times every tag
+once per round for five rounds, and changes nothing else in the records: the figures recorded while trainings shared the machine become ones taken alone
 (``throughput.alone``), which MODEL_CARDS.md then says.
 
 Jobs run ``--jobs`` at a time (default 2, one per core of the machines this was made on); micro models use one
@@ -467,9 +467,10 @@ def post_measure(folder, samples_png=None):
     return dict(slice=dict(num_samples=SLICES[task], metrics=sliced), throughput=throughput)
 
 
-def measure_throughput(model):
-    """One-thread inference throughput of a loaded zoo model: ``torch.utils.benchmark`` median over at least 3 s of
-    a ``THROUGHPUT_BATCH`` batch (a GAN: samples drawn), with the CPU and torch version it was measured with."""
+def measure_throughput(model, min_run_time=3.0):
+    """One-thread inference throughput of a loaded zoo model: ``torch.utils.benchmark`` median over at least
+    ``min_run_time`` seconds of a ``THROUGHPUT_BATCH`` batch (a GAN: samples drawn), with the CPU and torch version
+    it was measured with."""
     import torch
     from torch.utils import benchmark
 
@@ -482,32 +483,47 @@ def measure_throughput(model):
             stmt, glb = "m.sample(b, seed=0)", dict(m=model, b=batch)
         else:
             stmt, glb = "m(*x)", dict(m=model, x=example_input(model, task, batch))
-        t = benchmark.Timer(stmt=stmt, globals=glb, num_threads=1).blocked_autorange(min_run_time=3.0)
+        t = benchmark.Timer(stmt=stmt, globals=glb, num_threads=1).blocked_autorange(min_run_time=min_run_time)
     return dict(value=round(batch / t.median, 1), unit=unit, batch=batch, threads=1, median_s=t.median,
                 cpu=cpu_name(), cpu_capability=torch.backends.cpu.get_cpu_capability(), torch=torch.__version__)
 
 
-def remeasure_throughput(tag, config, args):
-    """Measure the throughput of ``tag``'s published folder again and replace the record's (nothing else changes).
+def remeasure_throughput(tags, args, rounds=5):
+    """Measure the throughput of the published folders of ``tags`` again and replace the records' (nothing else
+    changes).
 
-    Run one tag at a time on an otherwise idle machine (``main`` runs these jobs one by one): the record then says
-    ``alone: true``, and MODEL_CARDS.md says so instead of calling the figures indicative.
+    For an otherwise idle machine. All the models are loaded first, then timed in ``rounds`` rounds, each timing
+    every tag once for about a second, so that the machine's drift within the run reaches every tag alike; a record
+    keeps the round with the median value, ``alone: true``, the rounds' range and the date, and MODEL_CARDS.md says
+    so instead of calling the figures indicative.
     """
-    import zoo
-    folder = osp.join(args.out, tag)
-    path = osp.join(args.results, "metrics", f"{tag}.json")
-    if not osp.isfile(path) or not osp.isfile(osp.join(folder, "config.json")):
-        raise SystemExit(f"{tag}: no published folder {folder} or record {path} to measure again")
-    with open(path) as f:
-        rec = json.load(f)
-    model = zoo.load(f"local-dir:{osp.abspath(folder)}").eval()
-    rec["throughput"] = dict(measure_throughput(model), alone=True, date=time.strftime("%Y-%m-%d"))
-    with open(path, "w") as f:
-        json.dump(rec, f, indent=1)
-    print(f"[{time.strftime('%H:%M:%S')}] {tag}: {rec['throughput']['value']} {rec['throughput']['unit']}",
-          flush=True)
-    return rec["throughput"]
+    import statistics
 
+    import zoo
+    paths = {tag: (osp.join(args.out, tag), osp.join(args.results, "metrics", f"{tag}.json")) for tag in tags}
+    missing = [tag for tag, (folder, rec) in paths.items()
+               if not (osp.isfile(rec) and osp.isfile(osp.join(folder, "config.json")))]
+    if missing:
+        raise SystemExit(f"no published folder under {args.out} or record under {args.results}/metrics to measure "
+                         f"again for {missing}")
+    models = {tag: zoo.load(f"local-dir:{osp.abspath(folder)}").eval() for tag, (folder, _) in paths.items()}
+    runs = {tag: [] for tag in tags}
+    for r in range(rounds):
+        for tag, model in models.items():
+            runs[tag].append(measure_throughput(model, min_run_time=1.0))
+        print(f"[{time.strftime('%H:%M:%S')}] round {r + 1}/{rounds}", flush=True)
+    for tag, (_, path) in paths.items():
+        with open(path) as f:
+            rec = json.load(f)
+        values = [t["value"] for t in runs[tag]]
+        median = sorted(runs[tag], key=lambda t: t["value"])[(len(values) - 1) // 2]  # a measured run, lower middle
+        rec["throughput"] = dict(median, alone=True, date=time.strftime("%Y-%m-%d"), rounds=len(values),
+                                 range=[min(values), max(values)])
+        with open(path, "w") as f:
+            json.dump(rec, f, indent=1)
+        print(f"{tag:32s} {median['value']:8.1f} {median['unit']}  (rounds {min(values)}-{max(values)}, median of "
+              f"{len(values)}: {statistics.median(values):.1f})", flush=True)
+    return 0
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -548,8 +564,9 @@ def parse_args(argv=None):
     p.add_argument("--package-only", action="store_true",
                    help="rewrite the published folders and records from finished trainings (no training or test)")
     p.add_argument("--remeasure-throughput", action="store_true",
-                   help="measure the published folders' one-thread throughput again, one tag at a time (for an "
-                        "otherwise idle machine; nothing else in the records changes), then `make cards`")
+                   help="measure the published folders' one-thread throughput again, the tags interleaved over 5 "
+                        "rounds (for an otherwise idle machine; nothing else in the records changes), then `make "
+                        "cards`")
     p.add_argument("--post", metavar="FOLDER", help=argparse.SUPPRESS)  # internal: measure one published folder
     p.add_argument("--post-out", metavar="JSON", help=argparse.SUPPRESS)
     p.add_argument("--post-samples", metavar="PNG", help=argparse.SUPPRESS)
@@ -608,9 +625,9 @@ def main(argv=None):
     # when it is made in this run. The pool starts jobs in submission order, so the awaited job is already running.
     todo.sort(key=lambda job: starts_from(job[0]) is not None)
     finished = {tag: threading.Event() for tag, _ in todo}
+    if args.remeasure_throughput:  # one process, one thread, all tags interleaved: nothing else shares the machine
+        return remeasure_throughput([tag for tag, _ in todo], args)
     work = repack if args.repack else package if args.package_only else make_one
-    if args.remeasure_throughput:
-        work, args.jobs = remeasure_throughput, 1  # one at a time: the figures must not share the machine
 
     def run(tag, cfg):
         try:
