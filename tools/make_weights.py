@@ -29,8 +29,8 @@ the runs' curves at that checkpoint and counts the stopped runs' time up to it (
 the config.json layout), without training again (and without testing again when the test metrics exist).
 
 ``--remeasure-throughput`` measures the published folders' throughput again, in one process that times every tag
-once per round for five rounds, and changes nothing else in the records: the figures recorded while trainings shared the machine become ones taken alone
-(``throughput.alone``), which MODEL_CARDS.md then says.
+once per round for five rounds, and changes nothing else in the records: the figures recorded while trainings
+shared the machine become ones taken alone (``throughput.alone``), which MODEL_CARDS.md then says.
 
 Jobs run ``--jobs`` at a time (default 2, one per core of the machines this was made on); micro models use one
 thread each better than two threads for one model. Examples::

@@ -662,8 +662,8 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
         neck=neck,
         decode_head=head,
         auxiliary_head=None if not aux_channels else dict(
-            type="FCNHead", in_index=aux_index, channels=aux_channels, num_convs=1, concat_input=False, dropout_ratio=0.1,
-            num_classes=num_classes, norm_cfg=norm_cfg, align_corners=False,
+            type="FCNHead", in_index=aux_index, channels=aux_channels, num_convs=1, concat_input=False,
+            dropout_ratio=0.1, num_classes=num_classes, norm_cfg=norm_cfg, align_corners=False,
             loss_decode=dict(type="CrossEntropyLoss", use_sigmoid=False, loss_weight=0.4)),
         train_cfg=dict(),
         test_cfg=test_cfg,
