@@ -32,12 +32,16 @@ def test_near_other_item_by_hand():
     assert torch.equal(near_other_item(LABELS, radius=2), expected2)
 
 
-def test_the_loss_is_a_weighted_mean_and_plain_ce_without_boost():
+def _logits_and_plain_ce(seed):
+    """Random (1, 3, 4, 5) logits and mmseg's cross-entropy of them against LABELS (mean over labelled pixels)."""
     from mmseg.models.losses import CrossEntropyLoss
-    g = torch.Generator().manual_seed(0)
-    logits = torch.randn(1, 3, 4, 5, generator=g)
-    plain = CrossEntropyLoss(avg_non_ignore=True)(logits, LABELS, ignore_index=255)
-    assert NeighbourWeightedCrossEntropy(boost=0)(logits, LABELS) == pytest.approx(float(plain), rel=1e-6)
+    logits = torch.randn(1, 3, 4, 5, generator=torch.Generator().manual_seed(seed))
+    return logits, float(CrossEntropyLoss(avg_non_ignore=True)(logits, LABELS, ignore_index=255))
+
+
+def test_the_loss_is_a_weighted_mean_and_plain_ce_without_boost():
+    logits, plain = _logits_and_plain_ce(0)
+    assert NeighbourWeightedCrossEntropy(boost=0)(logits, LABELS) == pytest.approx(plain, rel=1e-6)
     ce = F.cross_entropy(logits, LABELS, ignore_index=255, reduction="none")[0]
     near = [(1, 2), (1, 3), (2, 2), (2, 3)]
     valid = [(i, j) for i in range(4) for j in range(5) if (i, j) != (1, 4)]
@@ -106,13 +110,9 @@ def test_region_sizes_by_hand():
 
 
 def test_region_balanced_loss_by_hand():
-    from mmseg.models.losses import CrossEntropyLoss
-
     from tasks.seg.losses import RegionBalancedCrossEntropy
-    g = torch.Generator().manual_seed(1)
-    logits = torch.randn(1, 3, 4, 5, generator=g)
-    plain = CrossEntropyLoss(avg_non_ignore=True)(logits, LABELS, ignore_index=255)
-    assert RegionBalancedCrossEntropy(power=0)(logits, LABELS) == pytest.approx(float(plain), rel=1e-6)
+    logits, plain = _logits_and_plain_ce(1)
+    assert RegionBalancedCrossEntropy(power=0)(logits, LABELS) == pytest.approx(plain, rel=1e-6)
     ce = F.cross_entropy(logits, LABELS, ignore_index=255, reduction="none")[0]
     background = [(i, j) for i in range(4) for j in range(5) if LABELS[0, i, j] == 0]
     item1, item2 = [(1, 1), (1, 2), (2, 1), (2, 2)], [(1, 3), (2, 3), (2, 4)]

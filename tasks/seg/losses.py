@@ -33,8 +33,38 @@ def near_other_item(labels, radius=1, background=0, ignore_index=255):
     return is_item & other.any(1)
 
 
+class _PixelWeightedCrossEntropy(torch.nn.Module):
+    """Softmax cross-entropy, the mean over labelled pixels weighted by ``pixel_weights(label, ignore_index)``: what
+    the two losses below share (mmseg's loss interface, argument checks)."""
+
+    def __init__(self, loss_weight=1.0, loss_name="loss_ce", **kwargs):
+        super().__init__()
+        name = type(self).__name__
+        if kwargs.pop("use_sigmoid", False) or kwargs.pop("class_weight", None) is not None:
+            raise ValueError(f"{name} is a softmax loss without class weights; drop use_sigmoid / class_weight")
+        kwargs.pop("avg_non_ignore", None)
+        if kwargs:
+            raise TypeError(f"{name} got unknown arguments {sorted(kwargs)}")
+        self.loss_weight, self._loss_name = loss_weight, loss_name
+
+    @property
+    def loss_name(self):
+        return self._loss_name
+
+    def pixel_weights(self, label, ignore_index):
+        raise NotImplementedError
+
+    def forward(self, cls_score, label, weight=None, ignore_index=255, **kwargs):
+        if weight is not None:
+            raise ValueError(f"{type(self).__name__} makes its own pixel weights; a pixel sampler's weights cannot "
+                             f"be combined with them")
+        ce = F.cross_entropy(cls_score, label, ignore_index=ignore_index, reduction="none")
+        w = self.pixel_weights(label, ignore_index).to(ce.dtype) * (label != ignore_index).to(ce.dtype)
+        return self.loss_weight * (ce * w).sum() / w.sum().clamp_min(torch.finfo(ce.dtype).eps)
+
+
 @MODELS.register_module()
-class NeighbourWeightedCrossEntropy(torch.nn.Module):
+class NeighbourWeightedCrossEntropy(_PixelWeightedCrossEntropy):
     """Softmax cross-entropy, mean over labelled pixels weighted ``1 + boost`` where ``near_other_item``.
 
     Args:
@@ -48,31 +78,13 @@ class NeighbourWeightedCrossEntropy(torch.nn.Module):
     """
 
     def __init__(self, boost=2.0, radius=1, background=0, loss_weight=1.0, loss_name="loss_ce", **kwargs):
-        super().__init__()
-        if kwargs.pop("use_sigmoid", False) or kwargs.pop("class_weight", None) is not None:
-            raise ValueError("NeighbourWeightedCrossEntropy is a softmax loss without class weights; "
-                             "drop use_sigmoid / class_weight")
-        kwargs.pop("avg_non_ignore", None)
-        if kwargs:
-            raise TypeError(f"NeighbourWeightedCrossEntropy got unknown arguments {sorted(kwargs)}")
+        super().__init__(loss_weight, loss_name, **kwargs)
         if boost < 0 or radius < 1:
             raise ValueError(f"boost must be >= 0 and radius >= 1, got boost={boost}, radius={radius}")
         self.boost, self.radius, self.background = float(boost), int(radius), int(background)
-        self.loss_weight, self._loss_name = loss_weight, loss_name
 
-    @property
-    def loss_name(self):
-        return self._loss_name
-
-    def forward(self, cls_score, label, weight=None, ignore_index=255, **kwargs):
-        if weight is not None:
-            raise ValueError("NeighbourWeightedCrossEntropy makes its own pixel weights; a pixel sampler's "
-                             "weights cannot be combined with them")
-        ce = F.cross_entropy(cls_score, label, ignore_index=ignore_index, reduction="none")
-        w = 1 + self.boost * near_other_item(label, self.radius, self.background, ignore_index).to(ce.dtype)
-        w = w * (label != ignore_index).to(ce.dtype)
-        return self.loss_weight * (ce * w).sum() / w.sum().clamp_min(torch.finfo(ce.dtype).eps)
-
+    def pixel_weights(self, label, ignore_index):
+        return 1 + self.boost * near_other_item(label, self.radius, self.background, ignore_index).float()
 
 def region_sizes(labels, ignore_index=255):
     """(B, H, W) float: for each labelled pixel, the pixel count of its region (the 4-connected pixels of its class
@@ -93,7 +105,7 @@ def region_sizes(labels, ignore_index=255):
 
 
 @MODELS.register_module()
-class RegionBalancedCrossEntropy(torch.nn.Module):
+class RegionBalancedCrossEntropy(_PixelWeightedCrossEntropy):
     """Softmax cross-entropy, mean over labelled pixels weighted ``size ** -power``, ``size`` being the pixel count of
     the pixel's region (``region_sizes``). ``power=1``: every region, a 40-pixel fragment as a 900-pixel item or the
     background, weighs the same in the loss; ``power=0``: mmseg's ``CrossEntropyLoss(avg_non_ignore=True)``.
@@ -110,26 +122,11 @@ class RegionBalancedCrossEntropy(torch.nn.Module):
     """
 
     def __init__(self, power=1.0, loss_weight=1.0, loss_name="loss_ce", **kwargs):
-        super().__init__()
-        if kwargs.pop("use_sigmoid", False) or kwargs.pop("class_weight", None) is not None:
-            raise ValueError("RegionBalancedCrossEntropy is a softmax loss without class weights; "
-                             "drop use_sigmoid / class_weight")
-        kwargs.pop("avg_non_ignore", None)
-        if kwargs:
-            raise TypeError(f"RegionBalancedCrossEntropy got unknown arguments {sorted(kwargs)}")
+        super().__init__(loss_weight, loss_name, **kwargs)
         if power < 0:
             raise ValueError(f"power must be >= 0, got {power}")
-        self.power, self.loss_weight, self._loss_name = float(power), loss_weight, loss_name
+        self.power = float(power)
 
-    @property
-    def loss_name(self):
-        return self._loss_name
-
-    def forward(self, cls_score, label, weight=None, ignore_index=255, **kwargs):
-        if weight is not None:
-            raise ValueError("RegionBalancedCrossEntropy makes its own pixel weights; a pixel sampler's "
-                             "weights cannot be combined with them")
-        ce = F.cross_entropy(cls_score, label, ignore_index=ignore_index, reduction="none")
-        size = region_sizes(label, ignore_index).to(ce.dtype)
-        w = torch.where(size > 0, size.clamp_min(1) ** -self.power, torch.zeros_like(size))
-        return self.loss_weight * (ce * w).sum() / w.sum().clamp_min(torch.finfo(ce.dtype).eps)
+    def pixel_weights(self, label, ignore_index):
+        size = region_sizes(label, ignore_index)
+        return torch.where(size > 0, size.clamp_min(1) ** -self.power, torch.zeros_like(size))
