@@ -557,7 +557,8 @@ def test_auxiliary_head_on_an_extra_map_at_the_token_grid():
     maps = model.extract_feat(x)
     assert [tuple(m.shape[-2:]) for m in maps] == [(16, 16), (8, 8), (4, 4), (2, 2), (16, 16)]
     # the extra map is the last block (the stride-32 map's source) before any rescale
-    assert torch.equal(model.backbone(x)[3], model.backbone(x)[4])
+    trunk_maps = model.backbone(x)
+    assert torch.equal(trunk_maps[3], trunk_maps[4])
     from mmengine.structures import PixelData
     from mmseg.structures import SegDataSample
     samples = []

@@ -497,8 +497,6 @@ def remeasure_throughput(tags, args, rounds=5):
     keeps the round with the median value, ``alone: true``, the rounds' range and the date, and MODEL_CARDS.md says
     so instead of calling the figures indicative.
     """
-    import statistics
-
     import zoo
     paths = {tag: (osp.join(args.out, tag), osp.join(args.results, "metrics", f"{tag}.json")) for tag in tags}
     missing = [tag for tag, (folder, rec) in paths.items()
@@ -521,9 +519,9 @@ def remeasure_throughput(tags, args, rounds=5):
                                  range=[min(values), max(values)])
         with open(path, "w") as f:
             json.dump(rec, f, indent=1)
-        print(f"{tag:32s} {median['value']:8.1f} {median['unit']}  (rounds {min(values)}-{max(values)}, median of "
-              f"{len(values)}: {statistics.median(values):.1f})", flush=True)
+        print(f"{tag:32s} {median['value']:8.1f} {median['unit']}  (rounds {min(values)}-{max(values)})", flush=True)
     return 0
+
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -617,6 +615,8 @@ def main(argv=None):
         for tag, config in todo:
             print(f"{tag:32s} {config}")
         return 0
+    if args.remeasure_throughput:  # one process, one thread, all tags interleaved: nothing else shares the machine
+        return remeasure_throughput([tag for tag, _ in todo], args)
     missing = [c for _, c in todo if not osp.isfile(osp.join(ROOT, c))]
     if missing:
         raise SystemExit(f"missing configs: {missing}")
@@ -625,8 +625,6 @@ def main(argv=None):
     # when it is made in this run. The pool starts jobs in submission order, so the awaited job is already running.
     todo.sort(key=lambda job: starts_from(job[0]) is not None)
     finished = {tag: threading.Event() for tag, _ in todo}
-    if args.remeasure_throughput:  # one process, one thread, all tags interleaved: nothing else shares the machine
-        return remeasure_throughput([tag for tag, _ in todo], args)
     work = repack if args.repack else package if args.package_only else make_one
 
     def run(tag, cfg):

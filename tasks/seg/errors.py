@@ -123,12 +123,17 @@ def predict(model, paths, batch=50):
     return labels, items
 
 
-def read_split(data_root, split):
-    """``(image paths, label maps)`` of ``split`` in the ADE20K layout (images ``*.jpg``, labels ``*.png``)."""
+def read_split(data_root, split, num=None):
+    """``(image paths, label maps)`` of ``split`` in the ADE20K layout (images ``*.jpg``, labels ``*.png``): all of
+    them, or the first ``num`` (only their label maps are read)."""
     from PIL import Image
     paths = sorted(glob.glob(os.path.join(data_root, "images", split, "*.jpg")))
     if not paths:
         raise FileNotFoundError(f"no images in {os.path.join(data_root, 'images', split)}; make scenes writes them")
+    if num is not None:
+        if num > len(paths):
+            raise ValueError(f"{split} has {len(paths)} scenes under {data_root}, fewer than the {num} asked for")
+        paths = paths[:num]
     return paths, [np.asarray(Image.open(p.replace(os.sep + "images" + os.sep, os.sep + "annotations" + os.sep)
                                          [:-len(".jpg")] + ".png")) for p in paths]
 

@@ -128,5 +128,5 @@ class RegionBalancedCrossEntropy(_PixelWeightedCrossEntropy):
         self.power = float(power)
 
     def pixel_weights(self, label, ignore_index):
-        size = region_sizes(label, ignore_index)
-        return torch.where(size > 0, size.clamp_min(1) ** -self.power, torch.zeros_like(size))
+        # ignored pixels (size 0) get weight 1 here, and 0 from the caller's mask
+        return region_sizes(label, ignore_index).clamp_min(1) ** -self.power

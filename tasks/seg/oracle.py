@@ -121,11 +121,7 @@ def replay_written(data_root, split="validation", seed=0, num=None):
         ``(image paths, label maps, items per scene)``. Refuses scenes that ``make_scenes.py --seed seed`` did not
         write (a replayed label map differs from the PNG), and more scenes than there are.
     """
-    paths, gts = errors.read_split(data_root, split)
-    if num is not None:
-        if num > len(paths):
-            raise ValueError(f"{split} has {len(paths)} scenes under {data_root}, fewer than the {num} asked for")
-        paths, gts = paths[:num], gts[:num]
+    paths, gts = errors.read_split(data_root, split, num)
     maps, scenes = replay(len(gts), seed=seed, split=split, size=gts[0].shape[0])
     for p, gt, m in zip(paths, gts, maps):
         if not np.array_equal(gt, m):
