@@ -10,7 +10,7 @@ FMNIST  := /usr/share/datasets/fashion-mnist
 # Tests use few threads so that two pytest workers or a torchrun pair do not oversubscribe two cores.
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup data scenes scenes40k shapes test test-latest test-slow demo demo-train weights bench cards clean
+.PHONY: setup data scenes scenes40k scenes80k shapes test test-latest test-slow demo demo-train weights bench cards clean
 
 setup: $(STAMP) data
 
@@ -32,6 +32,8 @@ SHAPES  := data/shapes/.complete
 # Four times the training scenes (same generator and seed: the first 10,000 and the validation scenes are the ones
 # above), which the bundled seg recipe (the configs named fashion-scenes40k) trains on; not made by `make test`.
 SCENES40K := data/fashion_scenes40k/.complete
+# Eight times (its first 40,000 are those of scenes40k), for the 48,000-iteration study configs (fashion-scenes80k).
+SCENES80K := data/fashion_scenes80k/.complete
 
 $(SCENES): tools/make_scenes.py | $(STAMP) data
 	$(BIN)/python tools/make_scenes.py --out data/fashion_scenes --seed 0 --num-train 10000 --num-val 500 --size 64
@@ -41,12 +43,17 @@ $(SCENES40K): tools/make_scenes.py | $(STAMP) data
 	$(BIN)/python tools/make_scenes.py --out data/fashion_scenes40k --seed 0 --num-train 40000 --num-val 500 --size 64
 	touch $@
 
+$(SCENES80K): tools/make_scenes.py | $(STAMP) data
+	$(BIN)/python tools/make_scenes.py --out data/fashion_scenes80k --seed 0 --num-train 80000 --num-val 500 --size 64
+	touch $@
+
 $(SHAPES): tools/make_shapes.py | $(STAMP)
 	$(BIN)/python tools/make_shapes.py --out data/shapes --seed 0
 	touch $@
 
 scenes: $(SCENES)
 scenes40k: $(SCENES40K)
+scenes80k: $(SCENES80K)
 shapes: $(SHAPES)
 
 test: setup $(SCENES) $(SHAPES)

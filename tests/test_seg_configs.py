@@ -64,8 +64,8 @@ def test_the_config_set():
          for n in (2000, 6000, 12000)} | {
         f"upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-{v}.py"
         for m in ("sa", "ea", "effa", "ff") for v in ("norescale", "shift8")} | {
-        f"upernet_{m}-vit-micro-p4_1xb16-24000_fashion-scenes40k-64x64-head4to32-shift8.py"
-        for m in ("sa", "ea", "effa", "ff")} | {
+        f"upernet_{m}-vit-micro-p4_1xb16-{n}_fashion-scenes{k}-64x64-head4to32-shift8.py"
+        for m in ("sa", "ea", "effa", "ff") for n, k in ((24000, "40k"), (48000, "80k"))} | {
         # probes of the auxiliary loss on the last block's own token grid (docs/seg_scenes_study.md)
         f"upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-shift8-{v}.py" for v in ("auxs4",
                                                                                                       "auxs4w1")} | {
@@ -73,20 +73,21 @@ def test_the_config_set():
         f"upernet_sa-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-head4to32-shift8-{v}.py" for v in ("rb1", "rb05")}
 
 
-def test_the_scenes40k_recipe_is_the_bundled_one_on_more_scenes_for_twice_the_iterations():
-    """The 40,000-scene configs change the bundled shift8 recipe in the training scenes' folder and the schedule's
-    length only (24,000 iterations, the poly decay to 0 at the end); validation reads the scenes of `make scenes`,
-    whose validation split is the same."""
+@pytest.mark.parametrize("iters, scenes", [(24000, "40k"), (48000, "80k")])
+def test_the_bigger_scenes_recipes_are_the_bundled_one_on_more_scenes_for_more_iterations(iters, scenes):
+    """The 40,000- and 80,000-scene configs change the shift8 recipe in the training scenes' folder and the schedule's
+    length only (24,000 and 48,000 iterations, the poly decay to 0 at the end); validation reads the scenes of `make
+    scenes`, whose validation split is the same."""
     for m in ("sa", "ea", "effa", "ff"):
         base = _cfg(os.path.join(ROOT, f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-12000_fashion-scenes-64x64-"
                                        f"head4to32-shift8.py"))
-        big = _cfg(os.path.join(ROOT, f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-24000_fashion-scenes40k-64x64-"
-                                      f"head4to32-shift8.py"))
-        assert big.train_dataloader.dataset.data_root == "data/fashion_scenes40k"
+        big = _cfg(os.path.join(ROOT, f"configs/seg/upernet_{m}-vit-micro-p4_1xb16-{iters}_fashion-scenes{scenes}-"
+                                      f"64x64-head4to32-shift8.py"))
+        assert big.train_dataloader.dataset.data_root == f"data/fashion_scenes{scenes}"
         assert big.val_dataloader.dataset.data_root == base.val_dataloader.dataset.data_root == "data/fashion_scenes"
-        assert big.train_cfg.max_iters == 24000 and base.train_cfg.max_iters == 12000
+        assert big.train_cfg.max_iters == iters and base.train_cfg.max_iters == 12000
         assert [dict(s, end=None) for s in big.param_scheduler] == [dict(s, end=None) for s in base.param_scheduler]
-        assert [s["end"] for s in big.param_scheduler] == [100, 24000]
+        assert [s["end"] for s in big.param_scheduler] == [100, iters]
         assert big.train_cfg.val_interval == base.train_cfg.val_interval
         for key in ("model", "optim_wrapper", "test_dataloader", "default_hooks", "randomness"):
             assert big.get(key) == base.get(key), key
