@@ -15,9 +15,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_affinity_targets_and_loss_by_hand():
     labels = torch.tensor([[[0, 0, 3],
                             [5, 255, 3]]])
-    right, down, rv, dv = affinity.affinity_targets(labels)
+    (right, rv), (down, dv) = affinity.affinity_targets(labels)
     assert right.tolist() == [[[1, 0], [0, 0]]] and down.tolist() == [[[0, 0, 1]]]
     assert rv.tolist() == [[[True, True], [False, False]]] and dv.tolist() == [[[True, False, True]]]
+    # the two diagonals: (0, 0)-(1, 1) has an unlabelled end; (0, 1)-(1, 0) is 0 against 5; (0, 1)-(1, 2) is 0-3,
+    # (0, 2)-(1, 1) unlabelled
+    (dr, dvr), (dl, dvl) = affinity.affinity_targets(labels, offsets=((1, 1), (1, -1)))
+    assert dr.tolist() == [[[0, 0]]] and dvr.tolist() == [[[False, True]]]
+    assert dl.tolist() == [[[0, 0]]] and dvl.tolist() == [[[True, False]]]
     # logits 0 everywhere: every labelled pair costs log 2; pairs with an unlabelled pixel are left out
     logits = torch.zeros(1, 2, 2, 3)
     assert float(affinity.affinity_loss(logits, labels)) == pytest.approx(np.log(2))
@@ -38,6 +43,31 @@ def test_one_step_of_the_walk_by_hand():
     # beta sharpens: affinity 0.5 ** 4 between pixels 0 and 1
     out = affinity.random_walk(probs, aff, mask, beta=4, steps=1)
     assert float(out[0, 0, 0, 0]) == pytest.approx(1 / (1 + 0.5 ** 4))
+
+
+def test_the_walk_over_any_offsets_is_the_dense_transition_matrix_applied_step_by_step():
+    g = torch.Generator().manual_seed(1)
+    h, w, k = 4, 5, 3
+    offsets = affinity.offsets_within(2)
+    probs = torch.rand(1, k, h, w, generator=g)
+    aff = torch.rand(1, len(offsets), h, w, generator=g)
+    mask = torch.rand(1, h, w, generator=g) > 0.3
+    # by hand: a symmetric weight matrix over the h*w pixels, 1 on the diagonal, a ** beta between a pixel and its
+    # neighbour at each offset when both are in the mask; each step is x <- D^-1 W x on the mask pixels
+    beta, n = 2, 3
+    wm = torch.eye(h * w, dtype=torch.float64)
+    for c, (dy, dx) in enumerate(offsets):
+        for y in range(h):
+            for x in range(w):
+                yy, xx = y + dy, x + dx
+                if 0 <= yy < h and 0 <= xx < w and mask[0, y, x] and mask[0, yy, xx]:
+                    wm[y * w + x, yy * w + xx] = wm[yy * w + xx, y * w + x] = float(aff[0, c, y, x]) ** beta
+    t = wm / wm.sum(1, keepdim=True)
+    v = probs[0].reshape(k, -1).double().T
+    for _ in range(n):
+        v = t @ v
+    out = affinity.random_walk(probs, aff, mask, beta, n, offsets)
+    assert torch.allclose(out[0].reshape(k, -1).T.double(), v, atol=1e-6)
 
 
 def test_the_walk_stays_inside_the_mask_and_evens_out_each_region():
@@ -72,6 +102,28 @@ def test_walked_labels_keep_the_background_and_name_items_with_item_classes():
     assert affinity.walked_labels(probs, torch.zeros_like(aff), beta=1, steps=200)[0, 0].tolist() == [0, 1, 1, 2, 0]
 
 
+def test_affinity_regions_join_confident_pairs_inside_the_mask_and_vote():
+    probs = torch.zeros(2, 3, 1, 6)
+    probs[:, 0] = 0.9  # background unless set below
+    #          pixel:     1                2                3                4
+    for x, p in zip((1, 2, 3, 4), ([0.1, 0.8, 0.1], [0.1, 0.3, 0.6], [0.1, 0.45, 0.45], [0.1, 0.3, 0.6])):
+        probs[:, :, 0, x] = torch.tensor(p)
+    aff = torch.zeros(2, 2, 1, 6)
+    aff[:, 0, 0, 1] = 0.99  # pixels 1-2 join
+    aff[:, 0, 0, 2] = 0.6  # 2-3: joined at threshold 0.5, not at 0.9
+    aff[:, 0, 0, 3] = 0.95  # 3-4 join
+    aff[:, 0, 0, 4] = 1.0  # 4-5: pixel 5 is background, so no join
+    mask = probs.argmax(1) != 0
+    regions = affinity.affinity_regions(aff, mask, 0.9)
+    r = regions[0, 0].tolist()
+    assert r[0] == r[5] == -1 and r[1] == r[2] and r[3] == r[4] and r[1] != r[3]
+    assert set(regions[1, 0, 1:5].tolist()).isdisjoint(r)  # ids are unique across the batch
+    # region {1, 2}: class 1 has 0.8 + 0.3 = 1.1 against class 2's 0.7; region {3, 4}: 0.75 against 1.05
+    assert affinity.region_labels(probs, aff, 0.9)[0, 0].tolist() == [0, 1, 1, 2, 2, 0]
+    # one region {1..4} at 0.5: class 1 has 1.85, class 2 1.75
+    assert affinity.region_labels(probs, aff, 0.5)[0, 0].tolist() == [0, 1, 1, 1, 1, 0]
+
+
 @pytest.mark.skipif(not os.path.isdir(FASHION_MNIST_ROOT), reason="Fashion-MNIST not installed (make data)")
 def test_the_probe_trains_a_head_and_the_sweep_scores_the_segmentor_without_affinity(tmp_path, one_thread):
     import zoo
@@ -83,19 +135,21 @@ def test_the_probe_trains_a_head_and_the_sweep_scores_the_segmentor_without_affi
     x, y = affinity._load(str(tmp_path), "training", seg)
     before = [p.clone() for p in frozen.model.parameters()]
     log = []
-    head = affinity.train(frozen, x, y, iters=500, batch=4, lr=5e-3, channels=8, log=log)
+    offsets = affinity.offsets_within(1.5)  # right, down and the two diagonals
+    head = affinity.train(frozen, x, y, iters=500, batch=4, lr=5e-3, channels=8, log=log, offsets=offsets)
     assert all(torch.equal(a, b) for a, b in zip(before, frozen.model.parameters()))  # the segmentor stays frozen
     assert log[-1]["iter"] == 500 and log[-1]["loss"] < 0.3  # it fits the pairs of its 8 scenes
     probs, affs = affinity.predict(frozen, head, x)
-    assert probs.shape == (8, 11, 64, 64) and affs.shape == (8, 2, 64, 64)
-    right, _, rv, _ = affinity.affinity_targets(y)
-    assert float(((affs[:, 0, :, :-1] > 0.5).float() == right)[rv].float().mean()) > 0.9
+    assert probs.shape == (8, 11, 64, 64) and affs.shape == (8, 4, 64, 64)
+    for c, (same, valid) in enumerate(affinity.affinity_targets(y, offsets=offsets)):
+        hit = (affinity._pair(affs[:, c], offsets[c])[0] > 0.5).float() == same
+        assert float(hit[valid].float().mean()) > 0.9
     own = affinity.score(y.numpy(), probs.argmax(1).numpy())["mIoU"]
-    res = affinity.sweep(probs, torch.zeros_like(affs), y.numpy(), betas=(8,), steps=(5, 10))
+    res = affinity.sweep(probs, torch.zeros_like(affs), y.numpy(), betas=(8,), steps=(5, 10), offsets=offsets)
     assert res == {(8, 5): pytest.approx(own), (8, 10): pytest.approx(own)}  # no affinity, no change
     # the sweep continues the walk from one step count to the next: the same as walking from the start
-    res = affinity.sweep(probs, affs, y.numpy(), betas=(8,), steps=(5, 10))
-    direct = affinity.walked_labels(probs, affs, 8, 10).numpy()
+    res = affinity.sweep(probs, affs, y.numpy(), betas=(8,), steps=(5, 10), offsets=offsets)
+    direct = affinity.walked_labels(probs, affs, 8, 10, offsets=offsets).numpy()
     assert res[(8, 10)] == pytest.approx(affinity.score(y.numpy(), direct)["mIoU"])
 
 
@@ -109,12 +163,25 @@ def test_the_analysis_end_to_end_on_written_scenes(tmp_path, one_thread):
     rec = affinity.analyse("sa_vit_micro.seg_scenes", str(out), data_root=root, train_root=root, train_scenes=4,
                            tune_root=root, tune_first=4, tune_scenes=2, iters=4, betas=(8, 16), steps=(2, 4))
     assert (rec["chosen"]["beta"], rec["chosen"]["steps"]) in {(8, 2), (8, 4), (16, 2), (16, 4)}
+    regions = rec["tuning"]["regions_mIoU"]  # NaN where 2 scenes lack a class altogether
+    assert regions[f"threshold {rec['chosen']['threshold']}"] == pytest.approx(max(regions.values()), nan_ok=True)
     best = max(rec["tuning"]["mIoU"].values())
     assert rec["tuning"]["mIoU"][f"beta {rec['chosen']['beta']}, {rec['chosen']['steps']} steps"] == best
     assert 0 <= rec["validation"]["affinity_accuracy"] <= 100
     assert json.loads((out / "record.json").read_text())["chosen"] == rec["chosen"]
     head = affinity.AffinityHead(64)
     head.load_state_dict(torch.load(out / "affinity_head.pt"))  # the head is kept
+    # a kept head is scored again without training: the same affinities, so the same accuracy
+    again = affinity.analyse("sa_vit_micro.seg_scenes", str(tmp_path / "again"), data_root=root, train_root=root,
+                             train_scenes=4, tune_root=root, tune_first=4, tune_scenes=2, iters=4, betas=(8, 16),
+                             steps=(2, 4), head_path=str(out / "affinity_head.pt"))
+    assert again["curve"] == [] and again["head"] == str(out / "affinity_head.pt")
+    assert again["validation"]["affinity_accuracy"] == rec["validation"]["affinity_accuracy"]
+    assert again["tuning"]["mIoU"] == rec["tuning"]["mIoU"]
+    with pytest.raises(ValueError, match="predicts 2 neighbours, radius 2 has 6; give the --radius"):
+        affinity.analyse("sa_vit_micro.seg_scenes", str(tmp_path / "wrong"), data_root=root, train_root=root,
+                         train_scenes=4, tune_root=root, tune_first=4, tune_scenes=2, iters=4,
+                         head_path=str(out / "affinity_head.pt"), radius=2)
     with pytest.raises(FileExistsError, match="not empty; give a new --out folder"):
         affinity.analyse("sa_vit_micro.seg_scenes", str(out), data_root=root, train_root=root, train_scenes=4,
                          tune_root=root, tune_first=4, tune_scenes=2, iters=4)

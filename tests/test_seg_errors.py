@@ -1,5 +1,7 @@
 """``tasks.seg.errors``: the error breakdown of a scenes segmentor, against counts done by hand and mmseg's
 ``IoUMetric``, and on a bundled checkpoint against its card."""
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -83,3 +85,17 @@ def test_a_bundled_segmentor_breaks_down_to_its_card(one_thread):
     assert out["mIoU"] == pytest.approx(card["mIoU"], abs=0.005)
     assert out["item_pixels_as_background"] + out["item_pixels_right"] + out["item_pixels_as_other_item"] == \
         pytest.approx(100.0)
+
+
+def test_read_split_reads_a_slice_of_the_ade20k_layout(tmp_path):
+    from PIL import Image
+    for k in range(5):
+        for sub, ext, val in (("images", "jpg", 0), ("annotations", "png", k)):
+            os.makedirs(tmp_path / sub / "training", exist_ok=True)
+            Image.fromarray(np.full((2, 3), val, np.uint8)).save(tmp_path / sub / "training" / f"s{k}.{ext}")
+    paths, gts = errors.read_split(str(tmp_path), "training", num=2, first=2)
+    assert [os.path.basename(p) for p in paths] == ["s2.jpg", "s3.jpg"]
+    assert [int(g[0, 0]) for g in gts] == [2, 3] and gts[0].shape == (2, 3)
+    assert [int(g[0, 0]) for g in errors.read_split(str(tmp_path), "training", first=3)[1]] == [3, 4]
+    with pytest.raises(ValueError, match="has 5 scenes .* fewer than the 6 asked for \\(scenes 4-5\\)"):
+        errors.read_split(str(tmp_path), "training", num=2, first=4)

@@ -33,74 +33,143 @@ from tasks.seg import errors
 
 BETAS = (8, 16, 32, 64)
 STEPS = (100, 200, 400, 800)
+THRESHOLDS = (0.5, 0.9, 0.97, 0.99)
+
+
+NEIGHBOURS = ((0, 1), (1, 0))  # right, down
+
+
+def offsets_within(radius):
+    """The neighbour offsets (dy, dx) of a pixel within Euclidean ``radius``, one of each pair (dy > 0, or dy == 0
+    and dx > 0), nearest first: radius 1 gives right and down, 1.5 adds the two diagonals, 2 gives 6, 3 gives 14."""
+    r = int(radius)
+    offs = [(dy, dx) for dy in range(0, r + 1) for dx in range(-r, r + 1)
+            if (dy > 0 or dx > 0) and dy * dy + dx * dx <= radius * radius]
+    return tuple(sorted(offs, key=lambda o: (o[0] ** 2 + o[1] ** 2, o)))
+
+
+def _pair(t, offset):
+    """Views (a, b) of the last two dims of ``t`` such that b[..., y, x] is the pixel ``offset`` = (dy >= 0, dx)
+    away from a[..., y, x]; pairs whose partner falls outside the image are left out."""
+    dy, dx = offset
+    h, w = t.shape[-2:]
+    a = t[..., :h - dy, max(0, -dx):w - max(0, dx)]
+    b = t[..., dy:, max(0, dx):w - max(0, -dx)]
+    return a, b
 
 
 class AffinityHead(nn.Module):
-    """(B, 2, H, W) logits that a pixel and its right (channel 0) / lower (channel 1) neighbour share a class, from
-    the image (B, 3, H, W) and features (B, C, h, w) (resized to H x W)."""
+    """(B, O, H, W) logits that a pixel and its neighbour at each of the O ``offsets`` share a class (by default
+    right (channel 0) and lower (channel 1)), from the image (B, 3, H, W) and features (B, C, h, w) (resized to
+    H x W)."""
 
-    def __init__(self, in_channels, channels=32, image_channels=3):
+    def __init__(self, in_channels, channels=32, image_channels=3, offsets=NEIGHBOURS):
         super().__init__()
+        self.offsets = tuple(tuple(o) for o in offsets)
         self.net = nn.Sequential(
             nn.Conv2d(image_channels + in_channels, channels, 3, padding=1), nn.BatchNorm2d(channels), nn.ReLU(True),
             nn.Conv2d(channels, channels, 3, padding=1), nn.BatchNorm2d(channels), nn.ReLU(True),
-            nn.Conv2d(channels, 2, 1))
+            nn.Conv2d(channels, len(self.offsets), 1))
 
     def forward(self, image, feats):
         feats = F.interpolate(feats, size=image.shape[-2:], mode="bilinear", align_corners=False)
         return self.net(torch.cat([image, feats], 1))
 
 
-def affinity_targets(labels, ignore_index=255):
-    """``(right, down, right_valid, down_valid)`` for (B, H, W) integer ``labels``: whether each pixel and its right
-    ((B, H, W-1)) / lower ((B, H-1, W)) neighbour carry the same label, and whether both are labelled at all."""
+def affinity_targets(labels, ignore_index=255, offsets=NEIGHBOURS):
+    """For each offset, ``(same, valid)`` over the pairs of ``_pair``: whether the two pixels of (B, H, W) integer
+    ``labels`` carry the same label, and whether both are labelled at all."""
     ok = labels != ignore_index
-    right, down = labels[:, :, :-1] == labels[:, :, 1:], labels[:, :-1] == labels[:, 1:]
-    return right.float(), down.float(), ok[:, :, :-1] & ok[:, :, 1:], ok[:, :-1] & ok[:, 1:]
+    out = []
+    for o in offsets:
+        (la, lb), (oa, ob) = _pair(labels, o), _pair(ok, o)
+        out.append(((la == lb).float(), oa & ob))
+    return out
 
 
-def affinity_loss(logits, labels, ignore_index=255):
-    """Mean binary cross-entropy of the (B, 2, H, W) affinity ``logits`` over the labelled neighbour pairs."""
-    right, down, rv, dv = affinity_targets(labels, ignore_index)
-    lr = F.binary_cross_entropy_with_logits(logits[:, 0, :, :-1], right, reduction="none")[rv]
-    ld = F.binary_cross_entropy_with_logits(logits[:, 1, :-1], down, reduction="none")[dv]
-    return torch.cat([lr, ld]).mean()
+def affinity_loss(logits, labels, ignore_index=255, offsets=NEIGHBOURS):
+    """Mean binary cross-entropy of the (B, O, H, W) affinity ``logits`` over the labelled pairs of every offset."""
+    parts = []
+    for k, (o, (same, valid)) in enumerate(zip(offsets, affinity_targets(labels, ignore_index, offsets))):
+        lg = _pair(logits[:, k], o)[0]
+        parts.append(F.binary_cross_entropy_with_logits(lg, same, reduction="none")[valid])
+    return torch.cat(parts).mean()
 
 
-def random_walk(probs, affinity, mask, beta, steps):
-    """Spread (B, K, H, W) ``probs`` along the (B, 2, H, W) ``affinity`` (probabilities, as ``AffinityHead``'s
-    sigmoid) for ``steps`` steps within the (B, H, W) bool ``mask``: each step sets every pixel to the weighted mean of
-    itself (weight 1) and its 4 neighbours inside the mask (weight ``affinity ** beta`` of the pair). Pixels outside the
-    mask keep their values and pass nothing on."""
+def random_walk(probs, affinity, mask, beta, steps, offsets=NEIGHBOURS):
+    """Spread (B, K, H, W) ``probs`` along the (B, O, H, W) ``affinity`` (probabilities, as ``AffinityHead``'s
+    sigmoid, one channel per offset) for ``steps`` steps within the (B, H, W) bool ``mask``: each step sets every pixel
+    to the weighted mean of itself (weight 1) and its neighbours inside the mask (weight ``affinity ** beta`` of the
+    pair). Pixels outside the mask keep their values and pass nothing on."""
     m = mask.to(probs.dtype)
     a = affinity.clamp(0, 1) ** beta
-    wr = a[:, 0, :, :-1] * m[:, :, :-1] * m[:, :, 1:]  # (B, H, W-1): pixel (y, x) with (y, x+1)
-    wd = a[:, 1, :-1] * m[:, :-1] * m[:, 1:]  # (B, H-1, W): pixel (y, x) with (y+1, x)
     den = torch.ones_like(m)
-    den[:, :, :-1] += wr
-    den[:, :, 1:] += wr
-    den[:, :-1] += wd
-    den[:, 1:] += wd
-    wr, wd, inv = wr[:, None], wd[:, None], den.reciprocal()[:, None]
+    pairs = []
+    for k, o in enumerate(offsets):
+        ma, mb = _pair(m, o)
+        w = _pair(a[:, k], o)[0] * ma * mb  # pixel p with p + o
+        da, db = _pair(den, o)
+        da += w
+        db += w
+        pairs.append((o, w[:, None]))
+    inv = den.reciprocal()[:, None]
     x = probs.clone()
     for _ in range(steps):
         nxt = x.clone()
-        nxt[..., :-1] += wr * x[..., 1:]
-        nxt[..., 1:] += wr * x[..., :-1]
-        nxt[..., :-1, :] += wd * x[..., 1:, :]
-        nxt[..., 1:, :] += wd * x[..., :-1, :]
+        for o, w in pairs:
+            (xa, xb), (na, nb) = _pair(x, o), _pair(nxt, o)
+            na += w * xb
+            nb += w * xa
         x = nxt.mul_(inv)
     return x
 
 
-def walked_labels(probs, affinity, beta, steps, background=0):
+def walked_labels(probs, affinity, beta, steps, background=0, offsets=NEIGHBOURS):
     """Label maps (B, H, W): the segmentor's background where its argmax is background, elsewhere the best item class
     of ``random_walk`` over the pixels it calls an item."""
     labels = probs.argmax(1)
     mask = labels != background
-    walked = random_walk(probs, affinity, mask, beta, steps)
+    walked = random_walk(probs, affinity, mask, beta, steps, offsets)
     walked[:, background] = -1  # an item pixel takes an item class
     return torch.where(mask, walked.argmax(1), labels)
+
+
+def affinity_regions(affinity, mask, threshold=0.5, offsets=NEIGHBOURS):
+    """(B, H, W) int64 region ids (-1 outside ``mask``): the connected components of the ``mask`` pixels when two
+    of them are joined where their (B, O, H, W) ``affinity`` (one channel per offset) exceeds ``threshold``. One graph
+    for the whole batch, so region ids are unique across it."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    b, h, w = mask.shape
+    idx = np.arange(b * h * w).reshape(b, h, w)
+    m = mask.numpy()
+    a = affinity.numpy() > threshold
+    src, dst = [], []
+    for k, o in enumerate(offsets):
+        (ma, mb), (ia, ib) = _pair(m, o), _pair(idx, o)
+        join = _pair(a[:, k], o)[0] & ma & mb
+        src.append(ia[join])
+        dst.append(ib[join])
+    src, dst = np.concatenate(src), np.concatenate(dst)
+    graph = coo_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(idx.size, idx.size))
+    _, comp = connected_components(graph, directed=False)
+    return torch.from_numpy(np.where(m, comp.reshape(b, h, w), -1))
+
+
+def region_labels(probs, affinity, threshold=0.5, background=0, offsets=NEIGHBOURS):
+    """Label maps (B, H, W): the segmentor's background where its argmax is background; each of its item pixels
+    takes the item class with the largest summed probability over its ``affinity_regions``."""
+    labels = probs.argmax(1)
+    mask = labels != background
+    regions = affinity_regions(affinity, mask, threshold, offsets)
+    k = probs.shape[1]
+    inside = regions[mask]
+    votes = torch.zeros(int(inside.max()) + 1 if inside.numel() else 0, k, dtype=probs.dtype)
+    votes.index_add_(0, inside, probs.permute(0, 2, 3, 1)[mask])
+    votes[:, background] = -1
+    out = labels.clone()
+    out[mask] = votes.argmax(1)[inside]
+    return out
 
 
 class _Frozen:
@@ -124,8 +193,7 @@ def _load(data_root, split, model, first=0, num=None):
     from PIL import Image
 
     import zoo
-    paths, gts = errors.read_split(data_root, split, None if num is None else first + num)
-    paths, gts = paths[first:], gts[first:]
+    paths, gts = errors.read_split(data_root, split, num, first)
     x = []
     for i in range(0, len(paths), 1000):  # in chunks, each image read and closed
         chunk = []
@@ -136,11 +204,11 @@ def _load(data_root, split, model, first=0, num=None):
     return torch.cat(x), torch.from_numpy(np.stack(gts).astype(np.int64))
 
 
-def train(frozen, x, y, iters=3000, batch=16, lr=2e-3, channels=32, seed=0, log=None):
+def train(frozen, x, y, iters=3000, batch=16, lr=2e-3, channels=32, seed=0, log=None, offsets=NEIGHBOURS):
     """An ``AffinityHead`` trained ``iters`` steps on (x, y) (normalised images, label maps) with the segmentor
     ``frozen``: AdamW, one-cycle schedule, random horizontal flips; deterministic for a seed and thread count."""
     torch.manual_seed(seed)
-    head = AffinityHead(frozen.channels, channels)
+    head = AffinityHead(frozen.channels, channels, offsets=offsets)
     opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=iters)
     gen = torch.Generator().manual_seed(seed)
@@ -151,7 +219,7 @@ def train(frozen, x, y, iters=3000, batch=16, lr=2e-3, channels=32, seed=0, log=
         flip = torch.rand(batch, generator=gen) < 0.5
         xb[flip], yb[flip] = xb[flip].flip(-1), yb[flip].flip(-1)
         _, feats = frozen(xb)
-        loss = affinity_loss(head(xb, feats), yb)
+        loss = affinity_loss(head(xb, feats), yb, offsets=offsets)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -162,7 +230,7 @@ def train(frozen, x, y, iters=3000, batch=16, lr=2e-3, channels=32, seed=0, log=
 
 
 def predict(frozen, head, x, batch=50):
-    """(class probabilities (N, K, H, W), affinities (N, 2, H, W)) of the images ``x``."""
+    """(class probabilities (N, K, H, W), affinities (N, O, H, W)) of the images ``x``."""
     probs, affs = [], []
     with torch.no_grad():
         for i in range(0, len(x), batch):
@@ -178,7 +246,7 @@ def score(gts, labels, num_classes=11):
     return errors.breakdown(errors.confusion(gts, labels, num_classes), errors.item_votes(gts, labels, num_classes))
 
 
-def sweep(probs, affs, gts, betas=BETAS, steps=STEPS, batch=100):
+def sweep(probs, affs, gts, betas=BETAS, steps=STEPS, batch=100, offsets=NEIGHBOURS):
     """``{(beta, steps): mIoU}`` of the walk on one set of scenes; each beta walks once to its largest step count,
     scored at every count of ``steps`` on the way."""
     out = {}
@@ -189,7 +257,7 @@ def sweep(probs, affs, gts, betas=BETAS, steps=STEPS, batch=100):
             for k, i in enumerate(range(0, len(probs), batch)):
                 p, a = probs[i:i + batch], affs[i:i + batch]
                 mask = p.argmax(1) != 0
-                parts[k] = random_walk(parts[k], a, mask, beta, s - done)
+                parts[k] = random_walk(parts[k], a, mask, beta, s - done, offsets)
                 walked = parts[k].clone()
                 walked[:, 0] = -1
                 labels.append(torch.where(mask, walked.argmax(1), p.argmax(1)))
@@ -200,40 +268,59 @@ def sweep(probs, affs, gts, betas=BETAS, steps=STEPS, batch=100):
 
 def analyse(segmentor, out_dir, data_root="data/fashion_scenes", train_root="data/fashion_scenes40k",
             train_scenes=10000, tune_root="data/fashion_scenes80k", tune_first=40000, tune_scenes=500, iters=3000,
-            seed=0, betas=BETAS, steps=STEPS):
-    """Train the head on ``segmentor`` (a scenes tag or folder), choose beta and steps on the tuning scenes, score
-    the validation scenes; writes ``out_dir/affinity_head.pt`` and returns the record."""
+            seed=0, betas=BETAS, steps=STEPS, head_path=None, radius=1):
+    """Train the head on ``segmentor`` (a scenes tag or folder) for the neighbours within ``radius``, or read a trained
+    one from ``head_path``, choose beta and steps on the tuning scenes, score the validation scenes; the hard
+    ``region_labels`` are chosen and scored the same way beside them. Writes ``out_dir/affinity_head.pt`` and returns
+    the record."""
     import zoo
     if os.path.isdir(out_dir) and os.listdir(out_dir):
         raise FileExistsError(f"{out_dir} is not empty; give a new --out folder (nothing is overwritten)")
     seg = zoo.load(segmentor)
     frozen = _Frozen(seg)
-    x, y = _load(train_root, "training", seg, 0, train_scenes)
-    log = []
-    head = train(frozen, x, y, iters=iters, seed=seed, log=log)
-    del x, y
+    log, offsets = [], offsets_within(radius)
+    if head_path is None:
+        x, y = _load(train_root, "training", seg, 0, train_scenes)
+        head = train(frozen, x, y, iters=iters, seed=seed, log=log, offsets=offsets)
+        del x, y
+    else:  # the training record stays with the run that trained it
+        head = AffinityHead(frozen.channels, offsets=offsets)
+        state = torch.load(head_path, map_location="cpu", weights_only=True)
+        if state["net.6.weight"].shape[0] != len(offsets):
+            raise ValueError(f"{head_path} predicts {state['net.6.weight'].shape[0]} neighbours, radius {radius} has "
+                             f"{len(offsets)}; give the --radius it was trained with")
+        head.load_state_dict(state)
+        head.eval()
     os.makedirs(out_dir, exist_ok=True)
     torch.save(head.state_dict(), os.path.join(out_dir, "affinity_head.pt"))  # before the scoring, which is long
     xt, yt = _load(tune_root, "training", seg, tune_first, tune_scenes)
     pt, at = predict(frozen, head, xt)
-    tuning = sweep(pt, at, yt.numpy(), betas, steps)
+    tuning = sweep(pt, at, yt.numpy(), betas, steps, offsets=offsets)
     beta, n = max(tuning, key=tuning.get)
+    tuning_regions = {t: score(yt.numpy(), region_labels(pt, at, t, offsets=offsets).numpy())["mIoU"]
+                      for t in THRESHOLDS}
+    threshold = max(tuning_regions, key=tuning_regions.get)
     xv, yv = _load(data_root, "validation", seg)
     pv, av = predict(frozen, head, xv)
-    right, down, rv, dv = affinity_targets(yv)
-    both_items = ((yv[:, :, :-1] > 0) & (yv[:, :, 1:] > 0), (yv[:, :-1] > 0) & (yv[:, 1:] > 0))
-    hits = ((av[:, 0, :, :-1] > 0.5).float() == right, (av[:, 1, :-1] > 0.5).float() == down)
+    hits, item_hits, items = [], [], yv > 0
+    for k, (o, (same, valid)) in enumerate(zip(offsets, affinity_targets(yv, offsets=offsets))):
+        hit = (_pair(av[:, k], o)[0] > 0.5).float() == same
+        ia, ib = _pair(items, o)
+        hits.append(hit[valid])
+        item_hits.append(hit[ia & ib])
     record = dict(
-        segmentor=segmentor, iters=iters, seed=seed, train=dict(root=train_root, scenes=train_scenes), curve=log,
+        segmentor=segmentor, head=head_path, iters=iters, seed=seed, radius=radius, offsets=[list(o) for o in offsets],
+        train=dict(root=train_root, scenes=train_scenes), curve=log,
         tuning=dict(root=tune_root, first=tune_first, scenes=tune_scenes,
                     mIoU={f"beta {b}, {s} steps": v for (b, s), v in tuning.items()},
+                    regions_mIoU={f"threshold {t}": v for t, v in tuning_regions.items()},
                     segmentor_mIoU=score(yt.numpy(), pt.argmax(1).numpy())["mIoU"]),
-        chosen=dict(beta=beta, steps=n),
+        chosen=dict(beta=beta, steps=n, threshold=threshold),
         validation=dict(segmentor=score(yv.numpy(), pv.argmax(1).numpy()),
-                        walked=score(yv.numpy(), walked_labels(pv, av, beta, n).numpy()),
-                        affinity_accuracy=100 * float(torch.cat([hits[0][rv], hits[1][dv]]).float().mean()),
-                        affinity_accuracy_item_pairs=100 * float(torch.cat([hits[0][both_items[0]],
-                                                                            hits[1][both_items[1]]]).float().mean())))
+                        walked=score(yv.numpy(), walked_labels(pv, av, beta, n, offsets=offsets).numpy()),
+                        regions=score(yv.numpy(), region_labels(pv, av, threshold, offsets=offsets).numpy()),
+                        affinity_accuracy=100 * float(torch.cat(hits).float().mean()),
+                        affinity_accuracy_item_pairs=100 * float(torch.cat(item_hits).float().mean())))
     with open(os.path.join(out_dir, "record.json"), "w") as f:
         json.dump(errors.rounded(record), f, indent=1)
     return record
@@ -252,9 +339,15 @@ if __name__ == "__main__":
     p.add_argument("--tune-scenes", type=int, default=500)
     p.add_argument("--iters", type=int, default=3000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--head", help="an affinity_head.pt trained before (with the same --iters, --train-scenes and "
+                                  "--seed, which the record repeats): no training, only the choice and the score")
+    p.add_argument("--betas", type=int, nargs="+", default=list(BETAS))
+    p.add_argument("--steps", type=int, nargs="+", default=list(STEPS))
+    p.add_argument("--radius", type=float, default=1, help="affinities to every neighbour within this distance "
+                                                           "(1: right and down, 2: 6 offsets, 3: 14)")
     a = p.parse_args()
     rec = analyse(a.segmentor, a.out, a.data, a.train_data, a.train_scenes, a.tune_data, a.tune_first,
-                  a.tune_scenes, a.iters, a.seed)
+                  a.tune_scenes, a.iters, a.seed, tuple(a.betas), tuple(a.steps), a.head, a.radius)
     print(json.dumps(errors.rounded(dict(chosen=rec["chosen"], tuning=rec["tuning"],
                                          validation={k: (v["mIoU"] if isinstance(v, dict) else v)
                                                      for k, v in rec["validation"].items()})), indent=1))

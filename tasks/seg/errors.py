@@ -123,19 +123,23 @@ def predict(model, paths, batch=50):
     return labels, items
 
 
-def read_split(data_root, split, num=None):
-    """``(image paths, label maps)`` of ``split`` in the ADE20K layout (images ``*.jpg``, labels ``*.png``): all of
-    them, or the first ``num`` (only their label maps are read)."""
+def read_split(data_root, split, num=None, first=0):
+    """``(image paths, label maps)`` of ``split`` in the ADE20K layout (images ``*.jpg``, labels ``*.png``), in name
+    order from the ``first``: all of them, or ``num`` (only their label maps are read)."""
     from PIL import Image
     paths = sorted(glob.glob(os.path.join(data_root, "images", split, "*.jpg")))
     if not paths:
         raise FileNotFoundError(f"no images in {os.path.join(data_root, 'images', split)}; make scenes writes them")
-    if num is not None:
-        if num > len(paths):
-            raise ValueError(f"{split} has {len(paths)} scenes under {data_root}, fewer than the {num} asked for")
-        paths = paths[:num]
-    return paths, [np.asarray(Image.open(p.replace(os.sep + "images" + os.sep, os.sep + "annotations" + os.sep)
-                                         [:-len(".jpg")] + ".png")) for p in paths]
+    if num is not None and first + num > len(paths):
+        raise ValueError(f"{split} has {len(paths)} scenes under {data_root}, fewer than the {first + num} asked for "
+                         f"(scenes {first}-{first + num - 1})")
+    paths = paths[first:None if num is None else first + num]
+    gts = []
+    for p in paths:
+        with Image.open(p.replace(os.sep + "images" + os.sep, os.sep + "annotations" + os.sep)[:-len(".jpg")]
+                        + ".png") as im:
+            gts.append(np.asarray(im))
+    return paths, gts
 
 
 def analyse(tag, data_root="data/fashion_scenes", split="validation", min_pixels=20):
