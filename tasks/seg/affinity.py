@@ -129,7 +129,12 @@ def walked_labels(probs, affinity, beta, steps, background=0, offsets=NEIGHBOURS
     of ``random_walk`` over the pixels it calls an item."""
     labels = probs.argmax(1)
     mask = labels != background
-    walked = random_walk(probs, affinity, mask, beta, steps, offsets)
+    return _name_items(random_walk(probs, affinity, mask, beta, steps, offsets), labels, mask, background)
+
+
+def _name_items(walked, labels, mask, background=0):
+    """``labels`` outside ``mask``, inside it the best item class of the (B, K, H, W) ``walked`` probabilities (whose
+    background channel this overwrites)."""
     walked[:, background] = -1  # an item pixel takes an item class
     return torch.where(mask, walked.argmax(1), labels)
 
@@ -255,12 +260,10 @@ def sweep(probs, affs, gts, betas=BETAS, steps=STEPS, batch=100, offsets=NEIGHBO
         for s in sorted(steps):
             labels = []
             for k, i in enumerate(range(0, len(probs), batch)):
-                p, a = probs[i:i + batch], affs[i:i + batch]
-                mask = p.argmax(1) != 0
-                parts[k] = random_walk(parts[k], a, mask, beta, s - done, offsets)
-                walked = parts[k].clone()
-                walked[:, 0] = -1
-                labels.append(torch.where(mask, walked.argmax(1), p.argmax(1)))
+                own = probs[i:i + batch].argmax(1)
+                mask = own != 0
+                parts[k] = random_walk(parts[k], affs[i:i + batch], mask, beta, s - done, offsets)
+                labels.append(_name_items(parts[k].clone(), own, mask))
             done = s
             out[(beta, s)] = score(gts, torch.cat(labels).numpy())["mIoU"]
     return out
