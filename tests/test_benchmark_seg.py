@@ -140,6 +140,20 @@ def test_mlp_chunk_section_times_both_ways_with_the_same_labels(bench, monkeypat
     assert M.CHUNK_ROWS == 64  # restored
 
 
+def test_mlp_gelu_section_times_both_ways_with_the_same_labels(bench, monkeypatch):
+    import zoo.layers.mlp as M
+    flags = []
+    real = M.Mlp._hidden
+    monkeypatch.setattr(M.Mlp, "_hidden", lambda self, x: flags.append(M.INPLACE_GELU) or real(self, x))
+    args = bench.parse_args(["--only", "mlp-gelu", "--seg-model-size", "micro", "--seg-sizes", "256",
+                             "--seg-mixers", "ea", "--repeats", "2"])
+    rows = bench.bench_mlp_gelu(args)
+    assert [(r["mixer"], r["px"], r["pixels_differing"], r["rounds"]) for r in rows] == [("ea", 256, 0, 2)]
+    assert rows[0]["in_place_s"] > 0 and rows[0]["new_tensor_s"] > 0
+    assert len(flags) == 3 * 4  # micro's 4 MLPs in place in the warm-up and the 2 "in_place" rounds, never else
+    assert M.INPLACE_GELU is True  # restored
+
+
 def test_head_paths_section_times_the_fused_head_against_mmseg(bench, monkeypatch):
     from zoo.heads import light_head
     from zoo.heads.seg import ZooViTBackbone

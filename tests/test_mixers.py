@@ -302,6 +302,49 @@ def test_mlp_inference_in_row_blocks_matches_the_formula(onednn, approximate, mo
         assert m.chunk_rows(x.double()) == 0 and m.chunk_rows(x) == 64
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("rows", [0, 64], ids=["one_shot", "blocks"])
+def test_mlp_gelu_in_place_at_inference_only(approximate, rows, monkeypatch):
+    """Without autograd the GELU overwrites fc1's output (``INPLACE_GELU``): same values as fc2(GELU(fc1(x))) in
+    float64, one (rows, hidden) tensor fewer. A hook on fc1 sees its own output unchanged (the plain path runs), and
+    so do autograd and training; switching ``INPLACE_GELU`` off gives the same result."""
+    import zoo.layers.linear as L
+    import zoo.layers.mlp as M
+    monkeypatch.setattr(L, "_ONEDNN_LINEAR", None)
+    monkeypatch.setattr(M, "CHUNK_ROWS", 64)
+    monkeypatch.setattr(M, "CHUNK_MIN_BYTES", 0 if rows else 1 << 40)
+    torch.manual_seed(0)
+    m = M.Mlp(8, 32).eval()
+    m.act.approximate = approximate
+    x = torch.randn(2, 100, 8)
+    d = copy.deepcopy(m).double()
+    ref = d.fc2(torch.nn.functional.gelu(d.fc1(x.double()), approximate=approximate)).detach()
+    calls = []
+    real = torch.ops.aten.gelu_
+    monkeypatch.setattr(torch.ops.aten, "gelu_", lambda h, **k: calls.append(h.shape) or real(h, **k))
+    with torch.no_grad():
+        assert m.chunk_rows(x) == rows and m.gelu_in_place(x)
+        out = m(x)
+    torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=0)
+    assert calls == ([(64, 32)] * 3 + [(8, 32)] if rows else [(2, 100, 32)])
+    seen = []
+    handle = m.fc1.register_forward_hook(lambda mod, inp, o: seen.append(o.clone()) or None)
+    with torch.no_grad():
+        assert not m.gelu_in_place(x)
+        hooked = m(x)
+    handle.remove()
+    torch.testing.assert_close(seen[0], torch.nn.functional.linear(x, m.fc1.weight, m.fc1.bias))
+    torch.testing.assert_close(hooked, out)
+    assert not m.gelu_in_place(x)  # autograd on
+    monkeypatch.setattr(M, "INPLACE_GELU", False)
+    with torch.no_grad():
+        assert not m.gelu_in_place(x)
+        torch.testing.assert_close(m(x), out)
+        m.train()
+        assert not m.gelu_in_place(x)
+    assert len(calls) == (4 if rows else 1)
+
+
 def test_onednn_linear_is_on_by_default_only_where_it_measured_faster():
     from zoo.layers.linear import default_enabled
     assert default_enabled("AVX512", env="")[0] is True

@@ -58,6 +58,8 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
 - **mlp chunk** (``--only mlp-chunk``): the light head's image -> label map at each ``--seg-sizes`` with the
   channel MLP run over blocks of rows (``zoo.layers.mlp.CHUNK_ROWS``, CPU inference) and in one shot, interleaved
   in one process, with the number of pixels whose label differs.
+- **mlp gelu** (``--only mlp-gelu``): the same, with the MLP's GELU written over fc1's output at inference
+  (``zoo.layers.mlp.INPLACE_GELU``) and into a second hidden tensor.
 - **seg rounds** (``--only seg-rounds``): the light head's image -> label map of every mixer in one process, the
   mixers interleaved round by round: medians and the ratio to ``sa`` (steadier than ``--only seg``'s one timed call
   per fresh process on a shared machine), next to each model's GFLOP (counted on the meta device) and ``sa``'s
@@ -1092,6 +1094,16 @@ def bench_mlp_chunk(args):
     return _predict_ab(args, {"blocks": lambda model, on: None, "one_shot": one_shot}, "one shot / blocks")
 
 
+def bench_mlp_gelu(args):
+    """The channel MLP's GELU written over fc1's output at inference (``zoo.layers.mlp.INPLACE_GELU``, "in_place")
+    against a second hidden tensor ("new_tensor"), light-head ``predict`` (``_predict_ab``)."""
+    import zoo.layers.mlp as M
+
+    def new_tensor(model, on):
+        M.INPLACE_GELU = not on
+    return _predict_ab(args, {"in_place": lambda model, on: None, "new_tensor": new_tensor}, "new tensor / in place")
+
+
 def bench_head_paths(args):
     """The light head's inference paths ("fused"): the trunk's maps as channels-last views and the fusion conv before
     the resize (``zoo.heads.light_head``), against mmseg's ``SegformerHead.forward`` on contiguous NCHW maps
@@ -1258,6 +1270,8 @@ RUNS = [
                                  "{interleaved})", bench_head_paths),
     ("mlp-chunk", "mlp_chunk", "channel MLP in row blocks (light-head predict, sizes {seg_sizes}, {interleaved})",
      bench_mlp_chunk),
+    ("mlp-gelu", "mlp_gelu", "the MLP's GELU in place (light-head predict, sizes {seg_sizes}, {interleaved})",
+     bench_mlp_gelu),
     ("seg", "seg", "seg end to end (heads {seg_heads}, sizes {seg_sizes}, mixers {seg_mixers})", bench_seg),
     ("models", "models", "classifiers (batch {batch}, {img_size}px, median of {interleaved})",
      lambda a: bench_models(a, timm_python=a.timm_python)),
@@ -1395,6 +1409,8 @@ def main(argv=None):
          None),
         ("mlp_chunk", f"Channel MLP in row blocks vs one shot: light-head predict (image -> labels), {trunk}, "
                       f"{rounds}", None),
+        ("mlp_gelu", f"The MLP's GELU in place vs into a new tensor: light-head predict (image -> labels), {trunk}, "
+                     f"{rounds}", None),
         ("seg_rounds", f"Seg end to end, light head, mixers interleaved in one process: predict (image -> labels), "
                        f"{trunk}, medians of {args.repeats} rounds; x sa = sa's median / this median; x sa in "
                        f"FLOPs = sa's GFLOP / this GFLOP (the ratio at equal rates)",
