@@ -131,3 +131,26 @@ def test_off_the_cpu_the_plain_resize_runs(monkeypatch):
     monkeypatch.setattr(ra, "source_index", refuse)
     labels = ra.resize_argmax(torch.empty(1, 5, 8, 8, device="meta"), (32, 30), rows=(2, 20), cols=(0, 30))
     assert labels.shape == (1, 18, 30) and labels.dtype == torch.long
+
+
+def test_repeat_runs_is_repeat_interleave():
+    """The block copy of each cell's value (one broadcast copy per run of equal counts) against
+    ``repeat_interleave``, for the counts of an integer-factor resize, ragged ones, and more runs than it copies."""
+    from zoo.layers.resize_argmax import _repeat_runs
+    t = torch.arange(2 * 5 * 6).view(2, 5, 6)
+    for counts in ([12, 8, 8, 8, 4], [1, 1, 3, 3, 2], [2, 1, 2, 1, 2]):
+        c = torch.tensor(counts)
+        assert torch.equal(_repeat_runs(t, c, 1), t.repeat_interleave(c, dim=1))
+        assert torch.equal(_repeat_runs(t, c, 1, max_runs=2), t.repeat_interleave(c, dim=1))  # the fallback
+    c = torch.tensor([3, 2, 2, 2, 2, 1])
+    assert torch.equal(_repeat_runs(t, c, 2), t.repeat_interleave(c, dim=2))
+
+
+def test_first_argmax_keeps_the_first_of_equal_values():
+    from zoo.layers.resize_argmax import _first_argmax
+    torch.manual_seed(0)
+    v = torch.randint(0, 3, (50, 4, 5)).float()  # many ties among few values
+    for c in (1, 2, 5):
+        assert torch.equal(_first_argmax(v[..., :c]), v[..., :c].argmax(dim=-1))
+    assert torch.equal(_first_argmax(v, loop_max=2), v.argmax(dim=-1))  # over loop_max: argmax itself
+    assert _first_argmax(torch.tensor([[1.0, 3.0, 3.0, 2.0]])).tolist() == [1]

@@ -111,12 +111,14 @@ def resize_argmax(logits, size, align_corners=False, rows=None, cols=None, block
             where[:, 1] += a
             multi_cells.append(where)
             multi_masks.append(cand[several])
-    out = best[:, ry[:, None], rx]  # each pixel takes its cell's best corner: right where the cell has one candidate
+    # Each pixel takes its cell's best corner (right where the cell has one candidate). A cell's pixels are a run of
+    # consecutive rows and columns (ry, rx ascend), so this is each cell's value repeated over its block.
+    row_n, col_n = torch.bincount(ry, minlength=len(cy)), torch.bincount(rx, minlength=len(cx))  # pixels per cell
+    out = _repeat_runs(_repeat_runs(best, row_n, 1), col_n, 2)
     if not multi_cells:
         return out
     # Pass 2: the pixels of cells with several candidates interpolate those candidates only. Where that is most of
     # the work of a plain resize (near-uniform logits), the plain resize is cheaper.
-    row_n, col_n = torch.bincount(ry, minlength=len(cy)), torch.bincount(rx, minlength=len(cx))  # pixels per cell
     cb, ci, cj = torch.cat(multi_cells).unbind(1)  # (M,) cells with several candidates
     count = n_cand[cb, ci, cj]
     if int((count * row_n[ci] * col_n[cj]).sum()) > dense_fraction * out.numel() * K:
@@ -132,6 +134,7 @@ def resize_argmax(logits, size, align_corners=False, rows=None, cols=None, block
     # within a group by the shape of their pixel block (one shape inside the image for an integer scale, a few more
     # at its borders), so that a group's pixels are one (cells, rows, columns, candidates) tensor made by
     # broadcasting its cells' corners against their rows' and columns' weights.
+    flat = x.contiguous().view(-1)  # (B * h * w * K,): pass 2 reads single values by flat index (a view if channels-last)
     c_lo = 1
     while c_lo < int(count.max()):
         c_hi = min(2 * c_lo, K)
@@ -144,8 +147,8 @@ def resize_argmax(logits, size, align_corners=False, rows=None, cols=None, block
             cells = (group & (shape_key == key)).nonzero().squeeze(1)
             step = max(1, block_elems // (nr * nc * c_hi))  # cells per step: bounds the (cells, nr, nc, c) tensor
             for start in range(0, len(cells), step):
-                _label_block(out, cells[start:start + step], nr, nc, c_hi, masks, count, x, (cb, rows_, cols_),
-                             first_row, first_col, (wy0, wy1, wx0, wx1))
+                _label_block(out, cells[start:start + step], nr, nc, c_hi, masks, count, flat, (w, K),
+                             (cb, rows_, cols_), first_row, first_col, (wy0, wy1, wx0, wx1))
     return out
 
 
@@ -155,27 +158,34 @@ def _dense(logits, size, align_corners, rows, cols):
     return resized[:, :, rows[0]:rows[1], cols[0]:cols[1]].argmax(dim=1)
 
 
-def _label_block(out, cells, nr, nc, c, masks, count, x, sources, first_row, first_col, weights):
+def _label_block(out, cells, nr, nc, c, masks, count, flat, w_k, sources, first_row, first_col, weights):
     """Label the pixels of ``cells`` (all with an ``nr`` x ``nc`` block of output pixels and at most ``c``
     candidates, marked in their rows of ``masks``) from their candidates' values at the cells' four source corners
-    (read from ``x``, (B, h, w, K), at ``sources``: each cell's batch index, source rows and columns), in torch's
-    separable order: along x within each source row, then along y (the same products and sums as
-    ``F.interpolate``)."""
+    (read from ``flat``, the (B, h, w, K) scores flattened, ``w_k = (w, K)``, at ``sources``: each cell's batch
+    index, source rows and columns), in torch's separable order: along x within each source row, then along y (the same products and sums
+    as ``F.interpolate``).
+
+    Values are read and labels written through flat indices (``take``, ``index_copy_``): one index per element
+    instead of the four (or three) broadcast index tensors of advanced indexing, 2.5-4x faster here."""
     wy0, wy1, wx0, wx1 = weights
     cb, rows, cols = sources
+    B, H, W = out.shape
+    w, K = w_k
+    h = flat.numel() // (B * w * K)
     cand = _candidates(masks[cells], count[cells], c)  # (n, c), in class order
-    b = cb[cells, None]
-    vals = [x[b, rows[r][cells, None], cols[q][cells, None], cand][:, None] for r in (0, 1) for q in (0, 1)]
+    b = cb[cells]
     # vals: the (n, 1, c) values at the upper-left, upper-right, lower-left and lower-right corners
+    vals = [flat.take(((b * h + rows[r][cells]) * w + cols[q][cells])[:, None] * K + cand)[:, None]
+            for r in (0, 1) for q in (0, 1)]
     ys = first_row[cells, None] + torch.arange(nr, device=cells.device)  # (n, nr) output rows
     xs = first_col[cells, None] + torch.arange(nc, device=cells.device)  # (n, nc) output columns
     wx0p, wx1p = wx0[xs, None], wx1[xs, None]  # (n, nc, 1)
     top = vals[0] * wx0p + vals[1] * wx1p  # (n, nc, c): along x in the upper source row
     bottom = vals[2] * wx0p + vals[3] * wx1p
     v = top[:, None] * wy0[ys, None, None] + bottom[:, None] * wy1[ys, None, None]  # (n, nr, nc, c)
-    best = v.argmax(dim=-1).view(len(cells), nr * nc)
-    labels = torch.gather(cand, -1, best).view(len(cells), nr, nc)
-    out[b[:, :, None], ys[:, :, None], xs[:, None, :]] = labels
+    labels = torch.gather(cand, -1, _first_argmax(v).view(len(cells), nr * nc))  # (n, nr * nc)
+    where = (b[:, None, None] * H + ys[:, :, None]) * W + xs[:, None, :]  # (n, nr, nc) flat output indices
+    out.view(-1).index_copy_(0, where.view(-1), labels.view(-1))
 
 
 def _candidates(mask, count, c):
@@ -186,6 +196,43 @@ def _candidates(mask, count, c):
     cand = cls[start].unsqueeze(1).repeat(1, c)
     cand[row, torch.arange(len(row), device=mask.device) - start[row]] = cls
     return cand
+
+def _repeat_runs(t, counts, dim, max_runs=8):
+    """``t.repeat_interleave(counts, dim)`` written as one broadcast copy per run of equal counts (a resize by an
+    integer factor has three: the first cell, the interior, the last cell), 5x faster than the index that
+    ``repeat_interleave`` builds for tensor counts; that index where the counts have more than ``max_runs`` runs."""
+    change = (counts[1:] != counts[:-1]).nonzero().squeeze(1) + 1
+    if len(change) >= max_runs:
+        return t.repeat_interleave(counts, dim=dim)
+    starts = [0] + change.tolist() + [len(counts)]
+    shape = list(t.shape)
+    shape[dim] = int(counts.sum())
+    out = t.new_empty(shape)
+    at = 0
+    for a, b in zip(starts[:-1], starts[1:]):
+        n, r = b - a, int(counts[a])
+        src = t.narrow(dim, a, n).unsqueeze(dim + 1)
+        size = list(src.shape)
+        size[dim + 1] = r
+        out.narrow(dim, at, n * r).view(*shape[:dim], n, r, *shape[dim + 1:]).copy_(src.expand(size))
+        at += n * r
+    return out
+
+
+def _first_argmax(v, loop_max=8):
+    """``v.argmax(dim=-1)`` (the first maximum) for the few candidates of a cell: for up to ``loop_max`` of them a
+    running comparison over the candidates, whose strict ``>`` keeps the first of equal values (torch's argmax
+    over a short last axis is a reduction per element, 10x slower here); otherwise ``argmax``."""
+    c = v.shape[-1]
+    if c > loop_max:
+        return v.argmax(dim=-1)
+    best_v, best_i = v[..., 0], torch.zeros(v.shape[:-1], dtype=torch.long, device=v.device)
+    for k in range(1, c):
+        better = v[..., k] > best_v
+        best_v = torch.where(better, v[..., k], best_v)
+        best_i.masked_fill_(better, k)
+    return best_i
+
 
 def _bound(lo, hi, rtol):
     """The least value the winner can have in each cell (the best corner minimum), widened for float rounding."""
