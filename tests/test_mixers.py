@@ -183,6 +183,41 @@ def test_token_blocked_forward_matches_paper_formula(name, chunk):
     torch.testing.assert_close(g_out, g_ref, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("chunk", [3, 512])
+def test_ea_inference_exps_unshifted_only_where_the_bound_allows(chunk, monkeypatch):
+    """CPU inference exponentiates ea's logits without the shift by their max where |x| * max row norm of Wa proves
+    every logit within ``exp_limit`` (then no exp or sum leaves float32's normal range); logits that could exceed it
+    take the shifted path. Both give the paper's formula (float64 reference); the large ones would overflow
+    unshifted."""
+    import zoo.mixers.ea as ea_mod
+    torch.manual_seed(3)
+    m = _randomise(mixers.build("ea", dim=C, num_heads=H)).eval()
+    m.chunk_tokens = chunk
+    assert ea_mod.ExternalAttention.exp_limit(1) == 86.0
+    assert abs(ea_mod.ExternalAttention.exp_limit(16384) - (88.7 - math.log(16384) - 1)) < 1e-9
+    maxes = []
+    real = torch.Tensor.amax
+    monkeypatch.setattr(torch.Tensor, "amax", lambda t, *a, **k: maxes.append(t.shape) or real(t, *a, **k))
+    x = torch.randn(B, N, C)
+    wa = m.folded_weights()[0]
+    bound = float(x.norm(dim=-1).amax() * wa.norm(dim=1).amax())
+    assert bound < m.exp_limit(N)
+    with torch.no_grad():
+        small = m(x)
+    shifted_calls = [s for s in maxes if len(s) == 3 and s[-1] == wa.shape[0]]
+    assert shifted_calls == []  # no max over the tokens of a block of logits
+    d = copy.deepcopy(m).double()
+    torch.testing.assert_close(small.double(), REFS["ea"](d, x.double()), atol=1e-5, rtol=1e-5)
+    big = x * (400.0 / bound)  # logits up to 400 > exp_limit: exp(z) over 88.7 overflows float32
+    assert float((big @ wa.t()).amax()) > 88.7
+    maxes.clear()
+    with torch.no_grad():
+        out = m(big)
+    assert [s for s in maxes if len(s) == 3 and s[-1] == wa.shape[0]]  # the shifted path ran
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out.double(), REFS["ea"](d, big.double()), atol=1e-4, rtol=1e-4)
+
+
 def test_ea_double_normalisation_backward_is_the_derivative():
     """ea's fused softmax-over-tokens + l1-over-slots: its hand-written backward against finite differences
     (``gradcheck``, float64), on two heads of three slots."""

@@ -15,15 +15,21 @@ The forward computes exactly this, arranged for speed (``forward_reference`` is 
   own max, and the softmax over all N tokens is finished with per-block rescaling factors (the log-sum-exp merge), so
   the (block x 4h*S) working set stays in cache and the cost stays linear in N for long sequences (CPU inference;
   other devices run one block, ``token_block``).
+- At CPU inference the exps skip the shift by the block's max (one reduction and one pass over the map fewer) where a
+  bound proves it safe: |x_n . wa_c| <= max_n |x_n| * max_c |wa_c| (Cauchy-Schwarz), and while that is at most
+  ``87 - ln N`` no exp, nor the sum of N of them, can leave float32's normal range, so the softmax is the shifted
+  one to float rounding. Larger logits take the shifted path.
 - With autograd, the double normalisation is one function with a hand-written backward (``double_normalise``): it
   keeps one (B, N, 4h*S) map for the backward pass, where autograd's chain of exp, sums, products and a division
   kept several, and spends fewer passes over it.
 """
+import math
+
 import torch
 import torch.nn as nn
 from torch.autograd.function import once_differentiable
 
-from ..layers.linear import autocast_on, linear, linear_into, onednn_ready, plain
+from ..layers.linear import _compiling, autocast_on, linear, linear_into, onednn_ready, plain
 
 
 class _DoubleNormalise(torch.autograd.Function):
@@ -138,7 +144,10 @@ class ExternalAttention(nn.Module):
         fast = onednn_ready(x, *layers)  # CPU inference: oneDNN's linear (zoo.layers.linear)
         wa, ba, wb, bb = self.folded_weights()
         if not (torch.is_grad_enabled() or self.training):
-            return self._infer(x, wa, wb, bb, fast)
+            # the bound of the unshifted exps (CPU only: reading it would wait for another device)
+            cpu = x.device.type == "cpu" and not _compiling()
+            wa_norm = float(torch.linalg.vector_norm(wa, dim=1).amax()) if cpu else None
+            return self._infer(x, wa, wb, bb, fast, wa_norm)
         # Autograd keeps the whole map for the backward pass anyway, so no token blocks here.
         attn = double_normalise(linear(x, wa, ba, fast), self.num_heads)  # (B, N, 4h*S)
         return self.proj_drop(linear(self.attn_drop(attn), wb, bb, fast))  # (B, N, C)
@@ -148,9 +157,16 @@ class ExternalAttention(nn.Module):
         them on other devices, where blocks only add kernel launches (docs/BENCHMARKS.md, "On a GPU")."""
         return self.chunk_tokens if x.device.type == "cpu" else x.shape[1]
 
-    def _token_softmax(self, x, wa, fast):
+    @staticmethod
+    def exp_limit(num_tokens):
+        """The largest |logit| for which exp needs no shift over ``num_tokens`` tokens: e^L and N e^L stay below
+        float32's largest value (e^88.7) and e^-L above its least normal one (e^-87.3), with one unit to spare."""
+        return min(87.0, 88.7 - math.log(max(num_tokens, 1))) - 1.0
+
+    def _token_softmax(self, x, wa, fast, wa_norm=None):
         """Pass 1 of ``_infer``, per token block of ``x``: the logits ``x Wa^T`` (B, t, 4h*S), exponentiated against the
-        block's max over its tokens (a constant shift that softmax ignores); then the factor that
+        block's max over its tokens (a constant shift that softmax ignores), or unshifted where ``wa_norm`` (the
+        largest row norm of ``Wa``) bounds every logit below ``exp_limit``; then the factor that
         turns each block's exps into the softmax over all N tokens (exp(max_b - max) / the sum over blocks).
 
         Returns:
@@ -158,6 +174,14 @@ class ExternalAttention(nn.Module):
         """
         exps, maxes, sums = [], [], []
         T = self.token_block(x)
+        shift = (wa_norm is None or autocast_on(x)
+                 or float(torch.linalg.vector_norm(x, dim=-1).amax()) * wa_norm > self.exp_limit(x.shape[1]))
+        if not shift:  # every logit is within +-exp_limit: exp(z) itself, one sum over all blocks
+            for i in range(0, x.shape[1], T):
+                e = linear(x[:, i:i + T], wa, None, fast).exp_()
+                exps.append(e)
+                sums.append(e.sum(dim=1, keepdim=True))
+            return exps, [1.0 / sum(sums)] * len(exps)
         for i in range(0, x.shape[1], T):
             z = linear(x[:, i:i + T], wa, None, fast)  # (B, t, 4h*S)
             if autocast_on(x):
@@ -173,14 +197,14 @@ class ExternalAttention(nn.Module):
         w = (maxes - maxes.amax(dim=0)).exp()
         return exps, (w / (torch.stack(sums) * w).sum(dim=0)).unbind(0)
 
-    def _infer(self, x, wa, wb, bb, fast):
+    def _infer(self, x, wa, wb, bb, fast, wa_norm=None):
         """``forward`` without autograd, pass 2 in place. The logits' bias ``ba`` is left out: it is the same for
         every token of a (head, slot) column, and the softmax over tokens cancels it (exactly, in real arithmetic;
         autograd keeps it, so that ``trans_dims.bias`` and ``linear_0.bias`` still get their (zero) gradients and
         weight decay as before). Eval mode only: the dropouts are the identity."""
         B, N, _ = x.shape
         H, S, T = self.num_heads, self.linear_0.out_features, self.token_block(x)
-        exps, scales = self._token_softmax(x, wa, fast)
+        exps, scales = self._token_softmax(x, wa, fast, wa_norm)
         out = x.new_empty(B, N, bb.shape[0])
         for i, e, scale in zip(range(0, N, T), exps, scales):
             attn = e.mul_(scale).view(B, -1, H, S)  # softmax over tokens
