@@ -134,7 +134,7 @@ def resize_argmax(logits, size, align_corners=False, rows=None, cols=None, block
     # within a group by the shape of their pixel block (one shape inside the image for an integer scale, a few more
     # at its borders), so that a group's pixels are one (cells, rows, columns, candidates) tensor made by
     # broadcasting its cells' corners against their rows' and columns' weights.
-    flat = x.contiguous().view(-1)  # (B * h * w * K,): pass 2 reads single values by flat index (a view if channels-last)
+    flat = x.contiguous().view(-1)  # (B * h * w * K,): pass 2 reads values by flat index (a view if channels-last)
     c_lo = 1
     while c_lo < int(count.max()):
         c_hi = min(2 * c_lo, K)
@@ -162,8 +162,8 @@ def _label_block(out, cells, nr, nc, c, masks, count, flat, w_k, sources, first_
     """Label the pixels of ``cells`` (all with an ``nr`` x ``nc`` block of output pixels and at most ``c``
     candidates, marked in their rows of ``masks``) from their candidates' values at the cells' four source corners
     (read from ``flat``, the (B, h, w, K) scores flattened, ``w_k = (w, K)``, at ``sources``: each cell's batch
-    index, source rows and columns), in torch's separable order: along x within each source row, then along y (the same products and sums
-    as ``F.interpolate``).
+    index, source rows and columns), in torch's separable order: along x within each source row, then along y (the
+    same products and sums as ``F.interpolate``).
 
     Values are read and labels written through flat indices (``take``, ``index_copy_``): one index per element
     instead of the four (or three) broadcast index tensors of advanced indexing, 2.5-4x faster here."""
@@ -196,6 +196,7 @@ def _candidates(mask, count, c):
     cand = cls[start].unsqueeze(1).repeat(1, c)
     cand[row, torch.arange(len(row), device=mask.device) - start[row]] = cls
     return cand
+
 
 def _repeat_runs(t, counts, dim, max_runs=8):
     """``t.repeat_interleave(counts, dim)`` written as one broadcast copy per run of equal counts (a resize by an
