@@ -188,6 +188,27 @@ def test_seg_rounds_section_interleaves_the_mixers(bench, monkeypatch):
     assert by["effa"]["x_sa"] > 0 and by["effa"]["infer_s"] > 0
     assert by["effa"]["x_sa_flops"] == pytest.approx(by["sa"]["gflop"] / by["effa"]["gflop"], abs=0.01)
     assert by["sa"]["gflop"] > 0 and by["sa"]["x_sa_flops"] == 1
+    assert all(isinstance(r["minor_faults"], int) and r["minor_faults"] >= 0 for r in rows)
+
+
+def test_minor_faults_counts_the_pages_a_fresh_buffer_touches(bench):
+    """``minor_faults`` (the seg rounds' per-call column) grows by about one per 4 KiB page when a fresh mapping is
+    written, and not when memory the process already touched is written again."""
+    import mmap
+    m = mmap.mmap(-1, 64 << 20)  # 64 MiB of anonymous memory, not yet touched
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        m.madvise(mmap.MADV_NOHUGEPAGE)  # 4 KiB pages, so that each page faults once
+    before = bench.minor_faults()
+    for i in range(0, len(m), 4096):
+        m[i] = 1
+    first = bench.minor_faults() - before
+    before = bench.minor_faults()
+    for i in range(0, len(m), 4096):
+        m[i] = 2
+    again = bench.minor_faults() - before
+    m.close()
+    assert first >= (64 << 20) // 4096 // 2
+    assert again < first // 10
 
 
 

@@ -1022,13 +1022,21 @@ class _Bf16Predict:
             return self.model.predict(x)
 
 
+def minor_faults():
+    """Minor page faults of this process so far (``getrusage``; its threads included): a call that writes fresh pages
+    (memory the allocator took from the system) pays one per 4 KiB page."""
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def bench_seg_rounds(args):
     """Light-head ``predict`` (image -> label map) of every ``--seg-mixers`` model in one process, the mixers
     interleaved round by round (``--repeats`` rounds after a warm-up) at each ``--seg-sizes``: medians and each
     mixer's ratio to ``sa`` in the same rounds, which the shared machine's drift affects alike. Each row also has
     the model's GFLOP (``seg_gflop``), its rate (GFLOP / median time) and ``sa``'s GFLOP over its own, the ratio
-    the times would have at equal rates. ``--seg-int8`` adds each model with int8 linears (``zoo.cpu.int8_dynamic``)
-    to the same rounds as ``"{mixer} int8"``, and ``--seg-bf16`` each model under bf16 autocast as
+    the times would have at equal rates, and its median of minor page faults per call (0 where the process's heap
+    already holds the memory a call needs; docs/BENCHMARKS.md). ``--seg-int8`` adds each model with int8 linears
+    (``zoo.cpu.int8_dynamic``) to the same rounds as ``"{mixer} int8"``, and ``--seg-bf16`` each model under bf16 autocast as
     ``"{mixer} bf16"`` (on a CPU with native bf16; ``--emulated-bf16`` times it elsewhere), each with its float32 time
     over its own (``x_fp32``) and its ratio to ``sa`` in the same precision (``x_sa``)."""
     from zoo import cpu
@@ -1050,21 +1058,23 @@ def bench_seg_rounds(args):
             for mixer in mixers:
                 models[f"{mixer} bf16"] = _Bf16Predict(models[mixer])
                 gflop[f"{mixer} bf16"] = gflop[mixer]
-        times = {m: [] for m in models}
+        times, faults = {m: [] for m in models}, {m: [] for m in models}
         with torch.no_grad():
             for model in models.values():
                 model.predict(x)  # warm-up
             for _ in range(args.repeats):
                 for mixer, model in models.items():
-                    t = time.perf_counter()
+                    f, t = minor_faults(), time.perf_counter()
                     model.predict(x)
                     times[mixer].append(time.perf_counter() - t)
+                    faults[mixer].append(minor_faults() - f)
         med = {m: statistics.median(v) for m, v in times.items()}
         for mixer in models:
             sig4 = lambda t: float(f"{t:.4g}")  # noqa: E731 - 4 significant figures: 3 decimals lose 7% at 64 px
             row = dict(mixer=mixer, px=R, infer_s=sig4(med[mixer]), rounds=args.repeats,
                        times=[sig4(t) for t in times[mixer]], gflop=float(f"{gflop[mixer]:.4g}"),
-                       gflop_per_s=round(gflop[mixer] / med[mixer], 1))
+                       gflop_per_s=round(gflop[mixer] / med[mixer], 1),
+                       minor_faults=int(statistics.median(faults[mixer])))
             variant = mixer.partition(" ")[2]  # "", "int8" or "bf16"
             if variant:
                 fp32 = mixer.partition(" ")[0]
@@ -1413,8 +1423,10 @@ def main(argv=None):
                      f"{rounds}", None),
         ("seg_rounds", f"Seg end to end, light head, mixers interleaved in one process: predict (image -> labels), "
                        f"{trunk}, medians of {args.repeats} rounds; x sa = sa's median / this median; x sa in "
-                       f"FLOPs = sa's GFLOP / this GFLOP (the ratio at equal rates)",
-         ["mixer", "px", "infer_s", "x_sa", "x_sa_per_round", "gflop", "gflop_per_s", "x_sa_flops", "rounds"]
+                       f"FLOPs = sa's GFLOP / this GFLOP (the ratio at equal rates); minor_faults = median page "
+                       f"faults per call",
+         ["mixer", "px", "infer_s", "x_sa", "x_sa_per_round", "gflop", "gflop_per_s", "x_sa_flops", "minor_faults",
+          "rounds"]
          + (["x_fp32", "x_fp32_per_round", "x_sa_same_precision"] if args.seg_int8 or args.seg_bf16 else [])),
         ("head_paths", f"Light head's inference paths (channels-last maps + fused head) vs mmseg's (NCHW maps + "
                        f"SegformerHead.forward): predict (image -> labels), {trunk}, {rounds}", None),
