@@ -144,8 +144,9 @@ class ExternalAttention(nn.Module):
         fast = onednn_ready(x, *layers)  # CPU inference: oneDNN's linear (zoo.layers.linear)
         wa, ba, wb, bb = self.folded_weights()
         if not (torch.is_grad_enabled() or self.training):
-            # the bound of the unshifted exps (CPU only: reading it would wait for another device)
-            cpu = x.device.type == "cpu" and not _compiling()
+            # the bound of the unshifted exps (CPU only: reading it would wait for another device; not while tracing,
+            # which would bake the value-dependent choice into the graph)
+            cpu = x.device.type == "cpu" and not (_compiling() or torch.jit.is_tracing())
             wa_norm = float(torch.linalg.vector_norm(wa, dim=1).amax()) if cpu else None
             return self._infer(x, wa, wb, bb, fast, wa_norm)
         # Autograd keeps the whole map for the backward pass anyway, so no token blocks here.
