@@ -26,7 +26,8 @@ def test_cpu_smoke_run_writes_every_row(tmp_path, capsys):
     # ff trains at its crop (64 here), so every (mode, dtype, mixer) row is there
     assert set(seg) == {(mo, d, m) for mo in ("infer", "train") for d in ("fp32", "bf16") for m in ("sa", "ea", "ff")}
     for (mode, dtype, mixer), r in seg.items():
-        assert r["x_sa"] == pytest.approx(seg[(mode, dtype, "sa")]["ms"] / r["ms"], rel=2e-2)
+        # x_sa is written to two decimals: a ratio of 0.164 (ff under emulated bf16 on an AVX2 CPU) reads 0.16
+        assert r["x_sa"] == pytest.approx(seg[(mode, dtype, "sa")]["ms"] / r["ms"], rel=2e-2, abs=0.0051)
         assert r["peak_mb"] is None or r["peak_mb"] >= 0
     assert seg[("infer", "fp32", "ea")]["gflop"] > 0 and "gflop" not in seg[("infer", "fp32", "ff")]
     assert "### Seg end to end, segformer" in capsys.readouterr().out
