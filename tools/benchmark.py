@@ -1036,9 +1036,9 @@ def bench_seg_rounds(args):
     the model's GFLOP (``seg_gflop``), its rate (GFLOP / median time) and ``sa``'s GFLOP over its own, the ratio
     the times would have at equal rates, and its median of minor page faults per call (0 where the process's heap
     already holds the memory a call needs; docs/BENCHMARKS.md). ``--seg-int8`` adds each model with int8 linears
-    (``zoo.cpu.int8_dynamic``) to the same rounds as ``"{mixer} int8"``, and ``--seg-bf16`` each model under bf16 autocast as
-    ``"{mixer} bf16"`` (on a CPU with native bf16; ``--emulated-bf16`` times it elsewhere), each with its float32 time
-    over its own (``x_fp32``) and its ratio to ``sa`` in the same precision (``x_sa``)."""
+    (``zoo.cpu.int8_dynamic``) to the same rounds as ``"{mixer} int8"``, and ``--seg-bf16`` each model under bf16
+    autocast as ``"{mixer} bf16"`` (on a CPU with native bf16; ``--emulated-bf16`` times it elsewhere), each with
+    its float32 time over its own (``x_fp32``) and its ratio to ``sa`` in the same precision (``x_sa``)."""
     from zoo import cpu
     rows = []
     mixers = [m for m in args.seg_mixers if m != "ff"]  # ff slides its crop: a different path

@@ -144,11 +144,7 @@ class ExternalAttention(nn.Module):
         fast = onednn_ready(x, *layers)  # CPU inference: oneDNN's linear (zoo.layers.linear)
         wa, ba, wb, bb = self.folded_weights()
         if not (torch.is_grad_enabled() or self.training):
-            # the bound of the unshifted exps (CPU only: reading it would wait for another device; not while tracing,
-            # which would bake the value-dependent choice into the graph)
-            cpu = x.device.type == "cpu" and not (_compiling() or torch.jit.is_tracing())
-            wa_norm = float(torch.linalg.vector_norm(wa, dim=1).amax()) if cpu else None
-            return self._infer(x, wa, wb, bb, fast, wa_norm)
+            return self._infer(x, wa, wb, bb, fast, shift=not self._logits_bounded(x, wa))
         # Autograd keeps the whole map for the backward pass anyway, so no token blocks here.
         attn = double_normalise(linear(x, wa, ba, fast), self.num_heads)  # (B, N, 4h*S)
         return self.proj_drop(linear(self.attn_drop(attn), wb, bb, fast))  # (B, N, C)
@@ -164,10 +160,20 @@ class ExternalAttention(nn.Module):
         float32's largest value (e^88.7) and e^-L above its least normal one (e^-87.3), with one unit to spare."""
         return min(87.0, 88.7 - math.log(max(num_tokens, 1))) - 1.0
 
-    def _token_softmax(self, x, wa, fast, wa_norm=None):
+    def _logits_bounded(self, x, wa):
+        """True where every logit ``x_n . wa_c`` is provably within ``exp_limit`` (|x_n| |wa_c| bounds it), so the
+        exps need no shift. Checked only for CPU inference outside autocast (whose low-precision logits keep the
+        shift): reading the bound would wait for another device, and while compiling or tracing the value-dependent
+        choice would be baked in."""
+        if x.device.type != "cpu" or autocast_on(x) or _compiling() or torch.jit.is_tracing():
+            return False
+        bound = float(torch.linalg.vector_norm(x, dim=-1).amax()) * float(torch.linalg.vector_norm(wa, dim=1).amax())
+        return bound <= self.exp_limit(x.shape[1])
+
+    def _token_softmax(self, x, wa, fast, shift=True):
         """Pass 1 of ``_infer``, per token block of ``x``: the logits ``x Wa^T`` (B, t, 4h*S), exponentiated against the
-        block's max over its tokens (a constant shift that softmax ignores), or unshifted where ``wa_norm`` (the
-        largest row norm of ``Wa``) bounds every logit below ``exp_limit``; then the factor that
+        block's max over its tokens (a constant shift that softmax ignores), or unshifted where ``shift`` is False
+        (``_logits_bounded``); then the factor that
         turns each block's exps into the softmax over all N tokens (exp(max_b - max) / the sum over blocks).
 
         Returns:
@@ -175,8 +181,6 @@ class ExternalAttention(nn.Module):
         """
         exps, maxes, sums = [], [], []
         T = self.token_block(x)
-        shift = (wa_norm is None or autocast_on(x)
-                 or float(torch.linalg.vector_norm(x, dim=-1).amax()) * wa_norm > self.exp_limit(x.shape[1]))
         if not shift:  # every logit is within +-exp_limit: exp(z) itself, one sum over all blocks
             for i in range(0, x.shape[1], T):
                 e = linear(x[:, i:i + T], wa, None, fast).exp_()
@@ -198,14 +202,14 @@ class ExternalAttention(nn.Module):
         w = (maxes - maxes.amax(dim=0)).exp()
         return exps, (w / (torch.stack(sums) * w).sum(dim=0)).unbind(0)
 
-    def _infer(self, x, wa, wb, bb, fast, wa_norm=None):
+    def _infer(self, x, wa, wb, bb, fast, shift=True):
         """``forward`` without autograd, pass 2 in place. The logits' bias ``ba`` is left out: it is the same for
         every token of a (head, slot) column, and the softmax over tokens cancels it (exactly, in real arithmetic;
         autograd keeps it, so that ``trans_dims.bias`` and ``linear_0.bias`` still get their (zero) gradients and
         weight decay as before). Eval mode only: the dropouts are the identity."""
         B, N, _ = x.shape
         H, S, T = self.num_heads, self.linear_0.out_features, self.token_block(x)
-        exps, scales = self._token_softmax(x, wa, fast, wa_norm)
+        exps, scales = self._token_softmax(x, wa, fast, shift)
         out = x.new_empty(B, N, bb.shape[0])
         for i, e, scale in zip(range(0, N, T), exps, scales):
             attn = e.mul_(scale).view(B, -1, H, S)  # softmax over tokens
