@@ -182,6 +182,117 @@ def test_the_analysis_end_to_end_on_written_scenes(tmp_path, one_thread):
         affinity.analyse("sa_vit_micro.seg_scenes", str(tmp_path / "wrong"), data_root=root, train_root=root,
                          train_scenes=4, tune_root=root, tune_first=4, tune_scenes=2, iters=4,
                          head_path=str(out / "affinity_head.pt"), radius=2)
-    with pytest.raises(FileExistsError, match="not empty; give a new --out folder"):
+    # the segmentor with the head and the chosen walk, as a published folder: its predictions are the walk's labels
+    import zoo
+    refined_dir = tmp_path / "refined"
+    third = affinity.analyse("sa_vit_micro.seg_scenes", str(tmp_path / "third"), data_root=root, train_root=root,
+                             train_scenes=4, tune_root=root, tune_first=4, tune_scenes=2, iters=4, betas=(8, 16),
+                             steps=(2, 4), head_path=str(out / "affinity_head.pt"), refined_dir=str(refined_dir))
+    cfg = json.loads((refined_dir / "config.json").read_text())
+    assert cfg["pretrained_tag"] == "sa_vit_micro.seg_scenes" and cfg["metrics"] is None  # tools/test.py scores it
+    assert cfg["training"]["refine"]["chosen"] == third["chosen"] and cfg["training"]["iter"] == 24000
+    model = zoo.load(f"local-dir:{refined_dir}").eval()
+    assert (model.refine["beta"], model.refine["steps"]) == (third["chosen"]["beta"], third["chosen"]["steps"])
+    x, _ = affinity._load(root, "validation", model)
+    frozen = affinity._Frozen(zoo.load(f"local-dir:{refined_dir}"))  # the float16-stored weights, refine off
+    probs, affs = affinity.predict(frozen, model.affinity_head, x)
+    expected = affinity.walked_labels(probs, affs, model.refine["beta"], model.refine["steps"], tol=1e-5)
+    assert torch.equal(torch.stack([s.pred_sem_seg.data[0] for s in model.predict(x)]), expected)
+    with pytest.raises(FileExistsError, match="not empty; give a new folder"):
         affinity.analyse("sa_vit_micro.seg_scenes", str(out), data_root=root, train_root=root, train_scenes=4,
                          tune_root=root, tune_first=4, tune_scenes=2, iters=4)
+
+
+def test_chebyshev_coefficients_of_a_power_by_hand():
+    from zoo.layers.affinity import chebyshev_power
+    assert chebyshev_power(2, 0.0) == pytest.approx([0.5, 0.0, 0.5])  # x^2 = (T_0 + T_2) / 2
+    assert chebyshev_power(3, 0.0) == pytest.approx([0.0, 0.75, 0.0, 0.25])  # x^3 = (3 T_1 + T_3) / 4
+    xs = np.linspace(-1, 1, 101)
+    for t, tol in ((800, 1e-4), (101, 1e-6)):
+        c = chebyshev_power(t, tol)
+        assert sum(c) == pytest.approx(1.0, abs=tol) and 1.0 - sum(c) <= tol
+        assert len(c) - 1 <= (2 * t * np.log(2 / tol)) ** 0.5  # the binomial tail bound 2 exp(-m^2 / 2t) <= tol
+        series = np.polynomial.chebyshev.chebval(xs, c)
+        assert np.abs(series - xs ** t).max() <= tol  # uniformly on [-1, 1], as the dropped coefficients bound it
+
+
+@pytest.mark.parametrize("radius", [1, 1.5])
+def test_the_chebyshev_walk_is_the_step_by_step_walk_within_its_tolerance(radius):
+    g = torch.Generator().manual_seed(2)
+    offsets = affinity.offsets_within(radius)
+    probs = torch.rand(3, 4, 24, 20, generator=g).softmax(1)
+    aff = torch.rand(3, len(offsets), 24, 20, generator=g) ** 0.05  # mostly close to 1: slow mixing, long walks
+    mask = torch.rand(3, 24, 20, generator=g) > 0.2
+    for steps in (300, 800):
+        slow = affinity.random_walk(probs, aff, mask, 16, steps, offsets)
+        fast = affinity.random_walk(probs, aff, mask, 16, steps, offsets, tol=1e-6)
+        assert float((fast - slow).abs().max()) < 1e-5
+        assert torch.equal(fast[..., ~mask[0]][0], probs[..., ~mask[0]][0])  # outside the mask: untouched
+    # few steps: the series would need every term, so the steps are taken one by one (the same numbers)
+    assert torch.equal(affinity.random_walk(probs, aff, mask, 16, 3, offsets, tol=1e-6),
+                       affinity.random_walk(probs, aff, mask, 16, 3, offsets))
+
+
+def _refined_segmentor(**refine):
+    import zoo
+    torch.manual_seed(0)
+    model = zoo.load("sa_vit_micro", task="seg", num_classes=5, img_size=32, patch_size=4, channels=16,
+                     aux_channels=0, refine=dict(channels=8, steps=40, beta=4, **refine))
+    for m in model.modules():  # random running statistics, so that the heads' outputs are not all alike
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.normal_()
+            m.running_var.uniform_(0.5, 2)
+    return model.eval()
+
+
+def test_a_refined_segmentor_predicts_the_walk_of_its_own_probabilities_along_its_affinity_head():
+    model = _refined_segmentor()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        refined = model(x)  # mode="tensor": the refined probabilities
+        model.use_refine = False
+        logits = model(x)
+        model.use_refine = True
+        samples = model.predict(x)
+    # the same thing from the library's functions: softmax at the input size, affinities from the head's features
+    feats = []
+    hook = model.decode_head.conv_seg.register_forward_hook(lambda mod, args, out: feats.append(args[0]))
+    with torch.no_grad():
+        model.use_refine = False
+        model(x)
+        hook.remove()
+        aff = model.affinity_head(x, feats[0]).sigmoid()
+        model.use_refine = True
+    probs = logits.softmax(1)
+    expected = affinity.walked_labels(probs, aff, beta=4, steps=40, offsets=model.affinity_head.offsets, tol=1e-5)
+    assert torch.equal(refined.argmax(1), expected)
+    assert torch.equal(torch.stack([s.pred_sem_seg.data[0] for s in samples]), expected)
+    assert (expected != probs.argmax(1)).any()  # the walk moved some labels
+    background = probs.argmax(1) == 0
+    assert torch.equal(refined.permute(0, 2, 3, 1)[background], probs.permute(0, 2, 3, 1)[background])
+    assert torch.allclose(refined.sum(1), torch.ones(2, 32, 32), atol=1e-5)  # probabilities
+    # background=None: every pixel walks, and the labels are the walk's argmax over all classes
+    model.refine["background"] = None
+    with torch.no_grad():
+        everywhere = model(x)
+    walked = affinity.random_walk(probs, aff, torch.ones(2, 32, 32, dtype=torch.bool), 4, 40,
+                                  model.affinity_head.offsets, tol=1e-5)
+    assert torch.allclose(everywhere, walked, atol=1e-6)
+
+
+def test_a_refined_segmentor_is_saved_and_loaded_with_its_head_and_setting(tmp_path):
+    import zoo
+    model = _refined_segmentor(radius=1.5)
+    model.refine["beta"] = 8  # e.g. the setting a tuning chose after training
+    zoo.save_pretrained(model, tmp_path)
+    again = zoo.load(f"local-dir:{tmp_path}")
+    assert again.refine == {**model.refine} and again.refine["beta"] == 8
+    assert len(again.affinity_head.offsets) == 4
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(again.eval()(x), model(x))
+    with pytest.raises(ValueError, match=r"refine takes \['background', 'beta', .*got unknown \['walk'\]"):
+        _refined_segmentor(walk=3)
+    plain = zoo.load("sa_vit_micro", task="seg", num_classes=5, img_size=32, patch_size=4)
+    with pytest.raises(ValueError, match="no refine head; build it with refine=dict"):
+        plain.refined_probs(x)

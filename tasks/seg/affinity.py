@@ -26,117 +26,20 @@ import time
 
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 from tasks.seg import errors
+from zoo.layers.affinity import (NEIGHBOURS, AffinityHead, affinity_loss, affinity_targets, name_items,  # noqa: F401
+                                 offsets_within, pair_views, random_walk, walked_labels)
 
 BETAS = (8, 16, 32, 64)
 STEPS = (100, 200, 400, 800)
 THRESHOLDS = (0.5, 0.9, 0.97, 0.99)
 
 
-NEIGHBOURS = ((0, 1), (1, 0))  # right, down
-
-
-def offsets_within(radius):
-    """The neighbour offsets (dy, dx) of a pixel within Euclidean ``radius``, one of each pair (dy > 0, or dy == 0
-    and dx > 0), nearest first: radius 1 gives right and down, 1.5 adds the two diagonals, 2 gives 6, 3 gives 14."""
-    r = int(radius)
-    offs = [(dy, dx) for dy in range(0, r + 1) for dx in range(-r, r + 1)
-            if (dy > 0 or dx > 0) and dy * dy + dx * dx <= radius * radius]
-    return tuple(sorted(offs, key=lambda o: (o[0] ** 2 + o[1] ** 2, o)))
-
-
-def _pair(t, offset):
-    """Views (a, b) of the last two dims of ``t`` such that b[..., y, x] is the pixel ``offset`` = (dy >= 0, dx)
-    away from a[..., y, x]; pairs whose partner falls outside the image are left out."""
-    dy, dx = offset
-    h, w = t.shape[-2:]
-    a = t[..., :h - dy, max(0, -dx):w - max(0, dx)]
-    b = t[..., dy:, max(0, dx):w - max(0, -dx)]
-    return a, b
-
-
-class AffinityHead(nn.Module):
-    """(B, O, H, W) logits that a pixel and its neighbour at each of the O ``offsets`` share a class (by default
-    right (channel 0) and lower (channel 1)), from the image (B, 3, H, W) and features (B, C, h, w) (resized to
-    H x W)."""
-
-    def __init__(self, in_channels, channels=32, image_channels=3, offsets=NEIGHBOURS):
-        super().__init__()
-        self.offsets = tuple(tuple(o) for o in offsets)
-        self.net = nn.Sequential(
-            nn.Conv2d(image_channels + in_channels, channels, 3, padding=1), nn.BatchNorm2d(channels), nn.ReLU(True),
-            nn.Conv2d(channels, channels, 3, padding=1), nn.BatchNorm2d(channels), nn.ReLU(True),
-            nn.Conv2d(channels, len(self.offsets), 1))
-
-    def forward(self, image, feats):
-        feats = F.interpolate(feats, size=image.shape[-2:], mode="bilinear", align_corners=False)
-        return self.net(torch.cat([image, feats], 1))
-
-
-def affinity_targets(labels, ignore_index=255, offsets=NEIGHBOURS):
-    """For each offset, ``(same, valid)`` over the pairs of ``_pair``: whether the two pixels of (B, H, W) integer
-    ``labels`` carry the same label, and whether both are labelled at all."""
-    ok = labels != ignore_index
-    out = []
-    for o in offsets:
-        (la, lb), (oa, ob) = _pair(labels, o), _pair(ok, o)
-        out.append(((la == lb).float(), oa & ob))
-    return out
-
-
-def affinity_loss(logits, labels, ignore_index=255, offsets=NEIGHBOURS):
-    """Mean binary cross-entropy of the (B, O, H, W) affinity ``logits`` over the labelled pairs of every offset."""
-    parts = []
-    for k, (o, (same, valid)) in enumerate(zip(offsets, affinity_targets(labels, ignore_index, offsets))):
-        lg = _pair(logits[:, k], o)[0]
-        parts.append(F.binary_cross_entropy_with_logits(lg, same, reduction="none")[valid])
-    return torch.cat(parts).mean()
-
-
-def random_walk(probs, affinity, mask, beta, steps, offsets=NEIGHBOURS):
-    """Spread (B, K, H, W) ``probs`` along the (B, O, H, W) ``affinity`` (probabilities, as ``AffinityHead``'s
-    sigmoid, one channel per offset) for ``steps`` steps within the (B, H, W) bool ``mask``: each step sets every pixel
-    to the weighted mean of itself (weight 1) and its neighbours inside the mask (weight ``affinity ** beta`` of the
-    pair). Pixels outside the mask keep their values and pass nothing on."""
-    m = mask.to(probs.dtype)
-    a = affinity.clamp(0, 1) ** beta
-    den = torch.ones_like(m)
-    pairs = []
-    for k, o in enumerate(offsets):
-        ma, mb = _pair(m, o)
-        w = _pair(a[:, k], o)[0] * ma * mb  # pixel p with p + o
-        da, db = _pair(den, o)
-        da += w
-        db += w
-        pairs.append((o, w[:, None]))
-    inv = den.reciprocal()[:, None]
-    x = probs.clone()
-    for _ in range(steps):
-        nxt = x.clone()
-        for o, w in pairs:
-            (xa, xb), (na, nb) = _pair(x, o), _pair(nxt, o)
-            na += w * xb
-            nb += w * xa
-        x = nxt.mul_(inv)
-    return x
-
-
-def walked_labels(probs, affinity, beta, steps, background=0, offsets=NEIGHBOURS):
-    """Label maps (B, H, W): the segmentor's background where its argmax is background, elsewhere the best item class
-    of ``random_walk`` over the pixels it calls an item."""
-    labels = probs.argmax(1)
-    mask = labels != background
-    return _name_items(random_walk(probs, affinity, mask, beta, steps, offsets), labels, mask, background)
-
-
-def _name_items(walked, labels, mask, background=0):
-    """``labels`` outside ``mask``, inside it the best item class of the (B, K, H, W) ``walked`` probabilities (whose
-    background channel this overwrites)."""
-    walked[:, background] = -1  # an item pixel takes an item class
-    return torch.where(mask, walked.argmax(1), labels)
+# The affinity head, its targets and loss, and the walk are the library's (``zoo.layers.affinity``, which
+# ``ZooEncoderDecoder(refine=...)`` runs at inference); this module keeps the probe around them.
+_pair = pair_views
+_name_items = name_items
 
 
 def affinity_regions(affinity, mask, threshold=0.5, offsets=NEIGHBOURS):
@@ -182,6 +85,7 @@ class _Frozen:
 
     def __init__(self, segmentor):
         self.model = segmentor.eval()
+        self.model.use_refine = False  # a refined segmentor's own logits, before its walk
         for p in self.model.parameters():
             p.requires_grad_(False)
         self._feats = None
@@ -269,16 +173,63 @@ def sweep(probs, affs, gts, betas=BETAS, steps=STEPS, batch=100, offsets=NEIGHBO
     return out
 
 
+def refined_model(segmentor, head, beta, steps, tol=None):
+    """``segmentor`` (a scenes tag or ``local-dir:`` folder) rebuilt with ``refine``: ``head`` (an
+    ``AffinityHead``) as its ``affinity_head`` and the walk of ``beta`` and ``steps`` (Chebyshev within ``tol``,
+    default ``ZooEncoderDecoder.REFINE_DEFAULTS``'), in eval mode. The segmentor's weights are its own, bit for bit."""
+    import zoo
+    seg = zoo.load(segmentor)
+    cfg = seg.zoo_config
+    head_channels = head.net[0].out_channels
+    refine = dict(channels=head_channels, radius=_radius_of(head.offsets), beta=int(beta), steps=int(steps))
+    if tol is not None:
+        refine["tol"] = float(tol)
+    model = zoo.load(cfg["name"], task="seg", **{**cfg["args"], "refine": refine})
+    state = {**seg.state_dict(), **{f"affinity_head.{k}": v for k, v in head.state_dict().items()}}
+    model.load_state_dict(state, strict=True)
+    model.pretrained_cfg = getattr(seg, "pretrained_cfg", None)
+    return model.eval()
+
+
+def _radius_of(offsets):
+    """The ``radius`` whose ``offsets_within`` are ``offsets`` (ValueError if none is)."""
+    offsets = tuple(tuple(o) for o in offsets)
+    radius = max((dy * dy + dx * dx) ** 0.5 for dy, dx in offsets)
+    if offsets_within(radius) != offsets:
+        raise ValueError(f"offsets {offsets} are not the neighbours within any radius")
+    return radius if radius != int(radius) else int(radius)
+
+
+def save_refined(model, out_dir, record):
+    """Write ``refined_model``'s published folder (float16 weights, as the bundled ones) without metrics: the
+    segmentor's tag, dataset and training config, and under ``training.refine`` how the head was trained and the walk
+    chosen (``record``, from ``analyse``). Score it with ``tools/test.py CONFIG --pretrained local-dir:OUT``."""
+    import zoo
+    if os.path.isdir(out_dir) and os.listdir(out_dir):
+        raise FileExistsError(f"{out_dir} is not empty; give a new folder (nothing is overwritten)")
+    pc = model.pretrained_cfg or {}
+    training = dict((pc.get("extra") or {}).get("training") or {})
+    training["refine"] = {k: record[k] for k in ("segmentor", "iters", "seed", "train", "tuning", "chosen")
+                          if k in record}
+    if "tuning" in training["refine"]:  # the sweep is in the probe's record; the folder keeps where it ran
+        training["refine"]["tuning"] = {k: v for k, v in record["tuning"].items() if k in ("root", "first", "scenes")}
+    return zoo.save_pretrained(model, out_dir, tag=pc.get("tag"), dataset=pc.get("dataset"),
+                               config_name=pc.get("train_config"), label_names=pc.get("label_names"),
+                               extra={"training": training}, dtype="float16")
+
+
 def analyse(segmentor, out_dir, data_root="data/fashion_scenes", train_root="data/fashion_scenes40k",
             train_scenes=10000, tune_root="data/fashion_scenes80k", tune_first=40000, tune_scenes=500, iters=3000,
-            seed=0, betas=BETAS, steps=STEPS, head_path=None, radius=1):
+            seed=0, betas=BETAS, steps=STEPS, head_path=None, radius=1, refined_dir=None):
     """Train the head on ``segmentor`` (a scenes tag or folder) for the neighbours within ``radius``, or read a trained
     one from ``head_path``, choose beta and steps on the tuning scenes, score the validation scenes; the hard
     ``region_labels`` are chosen and scored the same way beside them. Writes ``out_dir/affinity_head.pt`` and returns
-    the record."""
+    the record. With ``refined_dir``, also the segmentor with the head and the chosen walk as a published folder
+    there (``save_refined``)."""
     import zoo
-    if os.path.isdir(out_dir) and os.listdir(out_dir):
-        raise FileExistsError(f"{out_dir} is not empty; give a new --out folder (nothing is overwritten)")
+    for d in (out_dir, refined_dir):
+        if d and os.path.isdir(d) and os.listdir(d):
+            raise FileExistsError(f"{d} is not empty; give a new folder (nothing is overwritten)")
     seg = zoo.load(segmentor)
     frozen = _Frozen(seg)
     log, offsets = [], offsets_within(radius)
@@ -326,6 +277,8 @@ def analyse(segmentor, out_dir, data_root="data/fashion_scenes", train_root="dat
                         affinity_accuracy_item_pairs=100 * float(torch.cat(item_hits).float().mean())))
     with open(os.path.join(out_dir, "record.json"), "w") as f:
         json.dump(errors.rounded(record), f, indent=1)
+    if refined_dir:
+        save_refined(refined_model(segmentor, head, beta, n), refined_dir, record)
     return record
 
 
@@ -348,9 +301,12 @@ if __name__ == "__main__":
     p.add_argument("--steps", type=int, nargs="+", default=list(STEPS))
     p.add_argument("--radius", type=float, default=1, help="affinities to every neighbour within this distance "
                                                            "(1: right and down, 2: 6 offsets, 3: 14)")
+    p.add_argument("--save-refined", metavar="DIR", help="also write the segmentor with the head and the chosen walk "
+                                                         "as a published folder (score it with tools/test.py "
+                                                         "--pretrained local-dir:DIR)")
     a = p.parse_args()
     rec = analyse(a.segmentor, a.out, a.data, a.train_data, a.train_scenes, a.tune_data, a.tune_first,
-                  a.tune_scenes, a.iters, a.seed, tuple(a.betas), tuple(a.steps), a.head, a.radius)
+                  a.tune_scenes, a.iters, a.seed, tuple(a.betas), tuple(a.steps), a.head, a.radius, a.save_refined)
     print(json.dumps(errors.rounded(dict(chosen=rec["chosen"], tuning=rec["tuning"],
                                          validation={k: (v["mIoU"] if isinstance(v, dict) else v)
                                                      for k, v in rec["validation"].items()})), indent=1))

@@ -64,6 +64,7 @@ from mmseg.utils import add_prefix  # noqa: E402
 from .. import mixers  # noqa: E402
 from ..backbones.vit import SIZES, VisionTransformer  # noqa: E402
 from ..features import default_out_indices  # noqa: E402
+from ..layers.affinity import AffinityHead, offsets_within, random_walk  # noqa: E402
 from ..layers.patch_embed import adapt_in_chans  # noqa: E402
 from ..layers.resize_argmax import resize_argmax  # noqa: E402
 from ..registry import model_info  # noqa: E402
@@ -322,12 +323,20 @@ class ZooEncoderDecoder(EncoderDecoder):
             crops the padding off, so every logit stays over its own pixel; ``"stretch"`` resizes the padded grid's
             logits straight to the input size, as mmseg's ``EncoderDecoder`` does (its ViT pads inside the
             backbone). Use ``"stretch"`` to reproduce mmseg's numbers with mmseg's weights.
+        refine: None, or a dict of ``REFINE_DEFAULTS``' keys: an ``AffinityHead`` (``affinity_head``, trained on the
+            frozen segmentor by ``python -m tasks.seg.affinity``) predicts from the normalised image and the decode
+            head's features whether neighbouring pixels share a class, and at inference the class probabilities
+            walk ``steps`` steps along ``affinity ** beta`` (``zoo.layers.affinity``, Chebyshev-evaluated within
+            ``tol``) over the pixels the segmentor does not call ``background`` (None: over every pixel). The
+            outputs of inference are then those probabilities (``refined_probs``), not logits; the labels are their
+            argmax. ``use_refine = False`` turns it off (the segmentor's own logits).
     """
 
     PADDED_LOGITS = ("crop", "stretch")
+    REFINE_DEFAULTS = dict(channels=32, radius=1, beta=32, steps=800, tol=1e-5, background=0)
 
     def __init__(self, backbone, decode_head, neck=None, auxiliary_head=None, train_cfg=None, test_cfg=None,
-                 data_preprocessor=None, pretrained=None, init_cfg=None, padded_logits="crop"):
+                 data_preprocessor=None, pretrained=None, init_cfg=None, padded_logits="crop", refine=None):
         if padded_logits not in self.PADDED_LOGITS:
             raise ValueError(f"padded_logits must be one of {self.PADDED_LOGITS}, got {padded_logits!r}")
         backbone = _as_config(backbone)
@@ -356,6 +365,15 @@ class ZooEncoderDecoder(EncoderDecoder):
         consumers = [self.decode_head, *(head for _, head in self._aux_heads())]
         consumers += [self.neck] if self.with_neck else []
         self.backbone.channels_last_maps = all(type(m).__name__ in CHANNELS_LAST_SAFE for m in consumers)
+        self.refine, self.use_refine = None, False
+        if refine is not None:
+            unknown = set(refine) - set(self.REFINE_DEFAULTS)
+            if unknown:
+                raise ValueError(f"refine takes {sorted(self.REFINE_DEFAULTS)}, got unknown {sorted(unknown)}")
+            self.refine = {**self.REFINE_DEFAULTS, **dict(refine)}
+            self.affinity_head = AffinityHead(self.decode_head.channels, self.refine["channels"],
+                                              self.backbone.in_chans, offsets_within(self.refine["radius"]))
+            self.use_refine = True
 
     # -- training -------------------------------------------------------------------------------------------------
     # The heads' losses without the full-resolution logits (zoo.heads.seg_loss): mmseg's loss dict to float
@@ -429,7 +447,7 @@ class ZooEncoderDecoder(EncoderDecoder):
                 args["aux_index"] = int(self.auxiliary_head.in_index)
         # mmseg-compatibility switches, recorded only when they differ from the zoo's defaults
         for key, value, default in (("final_norm", bb.final_norm, False), ("class_token", bb.class_token, True),
-                                    ("padded_logits", self.padded_logits, "crop"),
+                                    ("padded_logits", self.padded_logits, "crop"), ("refine", self.refine, None),
                                     ("out_indices", list(bb.out_indices), default_out_indices(len(bb.trunk.blocks)))):
             if value != default:
                 args[key] = value
@@ -467,8 +485,12 @@ class ZooEncoderDecoder(EncoderDecoder):
         ph, pw = bb.patch_size
         return math.ceil(H / ph) * ph, math.ceil(W / pw) * pw
 
-    def _head_logits(self, inputs):
+    def _head_logits(self, inputs, feats=None):
         """Head logits at the head's stride for ``inputs`` (padded to what the backbone takes), channels-last.
+
+        Args:
+            feats: A list, or None; a list gets the padded input and the decode head's features (the input of its
+                ``conv_seg`` classifier) appended.
 
         Returns:
             ``(logits, resize_to, (H, W))``: encode_decode's logits are ``logits`` bilinearly resized to ``resize_to``
@@ -479,7 +501,15 @@ class ZooEncoderDecoder(EncoderDecoder):
         if (th, tw) != (H, W):
             inputs = F.pad(inputs, (0, tw - W, 0, th - H))  # bottom/right, zero = the mean colour after normalising
         # (B, K, th/4, tw/4); the light head's fusion conv runs before its resize at inference (zoo.heads.light_head)
-        logits = head_forward(self.decode_head, self.extract_feat(inputs))
+        if feats is None:
+            logits = head_forward(self.decode_head, self.extract_feat(inputs))
+        else:
+            feats.append(inputs)
+            hook = self.decode_head.conv_seg.register_forward_hook(lambda mod, args, out: feats.append(args[0]))
+            try:
+                logits = head_forward(self.decode_head, self.extract_feat(inputs))
+            finally:
+                hook.remove()
         # Channels-last: torch's bilinear kernel vectorises over the K classes there, and the per-pixel argmax of
         # mmseg's postprocess_result then reads K contiguous floats instead of K planes far apart (image -> labels
         # 1.29-1.38x faster at 1024 px on an AVX2 CPU: `tools/benchmark.py --only seg-resize`, docs/BENCHMARKS.md).
@@ -490,10 +520,42 @@ class ZooEncoderDecoder(EncoderDecoder):
     def encode_decode(self, inputs, batch_img_metas):
         """Logits (B, K, H, W) at the size of ``inputs``; pads to what the backbone takes and crops back.
 
-        Same values as an NCHW resize to float rounding; the returned tensor has channels-last strides.
+        Same values as an NCHW resize to float rounding; the returned tensor has channels-last strides. With
+        ``refine`` (and ``use_refine``), the refined class probabilities instead (``refined_probs``).
         """
+        if self.refine is not None and self.use_refine:
+            return self.refined_probs(inputs)
         logits, size, (H, W) = self._head_logits(inputs)
         return F.interpolate(logits, size=size, mode="bilinear", align_corners=self.align_corners)[..., :H, :W]
+
+    @torch.no_grad()
+    def refined_probs(self, inputs):
+        """Class probabilities (B, K, H, W) at the size of ``inputs`` after the affinity walk of ``refine`` (inference
+        only: no autograd; the head is trained on the frozen segmentor by ``python -m tasks.seg.affinity``).
+
+        The segmentor's softmax at the input size walks along the affinity head's ``affinity ** beta`` over the
+        pixels whose argmax is not ``background``. Those pixels then hold the walked probabilities of the item
+        classes (renormalised, background 0), so that their argmax is the best item class of the walk; the others keep
+        the segmentor's probabilities, and with them its background label.
+        """
+        if self.refine is None:
+            raise ValueError("this segmentor has no refine head; build it with refine=dict(...) "
+                             "(ZooEncoderDecoder.REFINE_DEFAULTS)")
+        got = []
+        logits, size, (H, W) = self._head_logits(inputs, got)
+        padded, feats = got
+        probs = F.interpolate(logits, size=size, mode="bilinear", align_corners=self.align_corners)[..., :H, :W]
+        probs = probs.float().softmax(1).contiguous()
+        r = self.refine
+        aff = self.affinity_head(padded, feats).float().sigmoid()[..., :H, :W]
+        own = probs.argmax(1)
+        mask = torch.ones_like(own, dtype=torch.bool) if r["background"] is None else own != r["background"]
+        walked = random_walk(probs, aff, mask, r["beta"], r["steps"], self.affinity_head.offsets, r["tol"])
+        if r["background"] is None:
+            return walked
+        walked[:, r["background"]] = 0  # an item pixel takes an item class
+        walked = walked / walked.sum(1, keepdim=True).clamp_min(torch.finfo(walked.dtype).tiny)
+        return torch.where(mask[:, None], walked, probs)
 
     def slide_inference(self, inputs, batch_img_metas):
         """mmseg's sliding-window inference (the same windows, sums and division: the same logits), written so that
@@ -527,9 +589,9 @@ class ZooEncoderDecoder(EncoderDecoder):
         metas = self._metas(inputs, data_samples)
         if data_samples is None:
             data_samples = [SegDataSample() for _ in metas]
-        if self.test_cfg.get("mode", "whole") == "whole":
+        if self.test_cfg.get("mode", "whole") == "whole" and not (self.refine is not None and self.use_refine):
             logits, size, (H, W) = self._head_logits(inputs)
-        else:  # slide: the stitched full-size logits, labelled (and resized to the original size) per image
+        else:  # slide or refine: the full-size logits or probabilities, labelled (and resized to the original size)
             logits, size, (H, W) = self.inference(inputs, metas), shape, shape
         for i, (meta, sample) in enumerate(zip(metas, data_samples)):
             left, right, top, bottom = meta.get("img_padding_size", meta.get("padding_size", [0] * 4))
@@ -610,7 +672,7 @@ def _decode_head_cfg(kind, num_classes, channels, norm_cfg, neck_scales=None, nu
 
 def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, channels=None, aux_channels=None,
               drop_path_rate=0.1, norm_type="BN", test_cfg=None, out_indices=None, final_norm=False, class_token=True,
-              padded_logits="crop", decode_head="uper", neck_scales=None, aux_index=3):
+              padded_logits="crop", decode_head="uper", neck_scales=None, aux_index=3, refine=None):
     """The UPerNet recipe as an mmseg model dict (what ``configs/seg/_base_/models/upernet_zoo-vit.py`` spells out),
     or with ``decode_head="segformer"`` the light one (``configs/seg/_base_/models/segformerhead_zoo-vit.py``).
 
@@ -638,6 +700,7 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
             neck's coarsest scale, as mmseg's ViT + UPerNet configs). E.g. ``out_indices=[0, 1, 2, 3, 3]``,
             ``neck_scales=[1, 0.5, 0.25, 0.125, 1]``, ``aux_index=4``: the auxiliary loss on the last block at its
             own token grid.
+        refine: None, or the affinity refinement of ``ZooEncoderDecoder`` (a dict of its ``REFINE_DEFAULTS``' keys).
     """
     crop = _pair(img_size)
     norm_cfg = dict(type=norm_type, requires_grad=True)
@@ -669,13 +732,15 @@ def model_cfg(name, num_classes=150, img_size=512, patch_size=16, in_chans=3, ch
         test_cfg=test_cfg,
         padded_logits=padded_logits,
     )
+    if refine is not None:
+        cfg["refine"] = dict(refine)
     return ConfigDict(cfg)
 
 
 def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_size=512, patch_size=16, in_chans=3,
           channels=None, aux_channels=None, drop_path_rate=0.0, norm_type="BN", test_cfg=None, backbone_checkpoint=None,
           out_indices=None, final_norm=False, class_token=True, padded_logits="crop", decode_head="uper",
-          neck_scales=None, aux_index=3):
+          neck_scales=None, aux_index=3, refine=None):
     """Build the UPerNet (or, with ``decode_head="segformer"``, the light-head) segmentor for ``model_name``
     (``zoo.load(name, task='seg', ...)`` lands here).
 
@@ -701,7 +766,7 @@ def build(model_name, task="seg", mixer=None, size=None, num_classes=150, img_si
                     channels=channels, aux_channels=aux_channels, drop_path_rate=drop_path_rate, norm_type=norm_type,
                     test_cfg=test_cfg, out_indices=out_indices, final_norm=final_norm, class_token=class_token,
                     padded_logits=padded_logits, decode_head=decode_head, neck_scales=neck_scales,
-                    aux_index=aux_index)
+                    aux_index=aux_index, refine=refine)
     cfg.pop("type")
     # sub-modules (data preprocessor, heads) live in mmseg's registry
     with DefaultScope.overwrite_default_scope("mmseg"):
