@@ -10,7 +10,7 @@ FMNIST  := /usr/share/datasets/fashion-mnist
 # Tests use few threads so that two pytest workers or a torchrun pair do not oversubscribe two cores.
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup data scenes scenes40k scenes80k shapes test test-latest test-slow demo demo-train weights bench cards clean
+.PHONY: setup data scenes scenes40k scenes80k scenes-tune shapes test test-latest test-slow demo demo-train weights bench cards clean
 
 setup: $(STAMP) data
 
@@ -34,6 +34,8 @@ SHAPES  := data/shapes/.complete
 SCENES40K := data/fashion_scenes40k/.complete
 # Eight times (its first 40,000 are those of scenes40k), for the 48,000-iteration study configs (fashion-scenes80k).
 SCENES80K := data/fashion_scenes80k/.complete
+# 500 scenes of another seed, in none of the sets above: where `make_weights.py --refine` chooses the affinity walk.
+SCENESTUNE := data/fashion_scenes_tune/.complete
 
 $(SCENES): tools/make_scenes.py | $(STAMP) data
 	$(BIN)/python tools/make_scenes.py --out data/fashion_scenes --seed 0 --num-train 10000 --num-val 500 --size 64
@@ -47,6 +49,10 @@ $(SCENES80K): tools/make_scenes.py | $(STAMP) data
 	$(BIN)/python tools/make_scenes.py --out data/fashion_scenes80k --seed 0 --num-train 80000 --num-val 500 --size 64
 	touch $@
 
+$(SCENESTUNE): tools/make_scenes.py | $(STAMP) data
+	$(BIN)/python tools/make_scenes.py --out data/fashion_scenes_tune --seed 1 --num-train 500 --num-val 0 --size 64
+	touch $@
+
 $(SHAPES): tools/make_shapes.py | $(STAMP)
 	$(BIN)/python tools/make_shapes.py --out data/shapes --seed 0
 	touch $@
@@ -54,6 +60,7 @@ $(SHAPES): tools/make_shapes.py | $(STAMP)
 scenes: $(SCENES)
 scenes40k: $(SCENES40K)
 scenes80k: $(SCENES80K)
+scenes-tune: $(SCENESTUNE)
 shapes: $(SHAPES)
 
 test: setup $(SCENES) $(SHAPES)

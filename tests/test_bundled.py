@@ -383,3 +383,49 @@ def test_remeasure_throughput_replaces_only_the_throughput(tmp_path, monkeypatch
     t = mw.measure_throughput(zoo.load(f"local-dir:{out / tags[0]}").eval(), min_run_time=0.2)
     assert t["threads"] == 1 and t["torch"] == torch.__version__ and t["value"] == pytest.approx(
         t["batch"] / t["median_s"], rel=1e-3)
+
+
+def test_make_weights_refine_only_publishes_the_refined_segmentor_in_its_place(tmp_path, monkeypatch):
+    """``--refine-only`` on a published seg folder: the affinity head is trained on the frozen segmentor (a few steps
+    on written scenes here), the walk chosen on the tuning scenes, and the folder with both is tested by
+    ``tools/test.py`` (the config's model takes the folder's ``refine``) and published in the segmentor's place; the
+    record keeps the segmentor's own metrics and the probe's record."""
+    import shutil
+    import sys
+    tag = "sa_vit_micro.seg_scenes"
+    if tag not in TAGS:
+        pytest.skip("no bundled seg checkpoint in this checkout")
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from make_scenes import make_scenes
+    scenes = tmp_path / "scenes"
+    make_scenes(scenes, seed=3, num_train=8, num_val=3, size=64)
+    out, res, work = tmp_path / "pretrained", tmp_path / "results", tmp_path / "w"
+    shutil.copytree(os.path.join(ROOT, "pretrained", tag), out / tag)
+    (res / "metrics").mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "results", "metrics", f"{tag}.json"), res / "metrics")
+    before = json.loads((out / tag / "config.json").read_text())
+    mw = _make_weights()
+    monkeypatch.setattr(mw, "REFINE", dict(iters=6, train_scenes=6, tune_data=str(scenes), tune_first=6,
+                                           tune_scenes=2))
+    monkeypatch.setattr(mw, "_data_roots", lambda config: (str(scenes), str(scenes)))
+    assert mw.main(["--tags", tag, "--refine-only", "--out", str(out), "--results", str(res), "--work-root",
+                    str(work), "--jobs", "1", "--test-cfg-options", f"test_dataloader.dataset.data_root={scenes}"]) == 0
+    cfg = json.loads((out / tag / "config.json").read_text())
+    probe = json.loads((work / tag / "affinity" / "record.json").read_text())
+    assert cfg["args"]["refine"]["beta"] == probe["chosen"]["beta"]
+    assert cfg["args"]["refine"]["steps"] == probe["chosen"]["steps"]
+    measured = json.loads((work / tag / "refined_metrics.json").read_text())
+    assert measured["metrics"] == cfg["metrics"] and measured["sha256"] == cfg["weights"]["sha256"]
+    rec = json.loads((res / "metrics" / f"{tag}.json").read_text())
+    assert rec["metrics"] == cfg["metrics"] and rec["segmentor_metrics"]["metrics"] == before["metrics"]
+    assert rec["refine"]["chosen"] == probe["chosen"] and " --refine" in rec["command"]
+    assert cfg["training"]["iter"] == before["training"]["iter"] and cfg["training"]["refine"]["iters"] == 6
+    # the segmentor's weights are the same tensors; the head's are added
+    from safetensors.torch import load_file
+    old, new = load_file(os.path.join(ROOT, "pretrained", tag, "model.safetensors")), load_file(
+        str(out / tag / "model.safetensors"))
+    assert all(torch.equal(old[k], new[k]) for k in old)
+    assert sorted(set(new) - set(old)) and all(k.startswith("affinity_head.") for k in set(new) - set(old))
+    with pytest.raises(SystemExit, match="refined already"):
+        mw.refine(tag, "configs/seg/x.py", mw.parse_args(["--out", str(out), "--results", str(res), "--work-root",
+                                                            str(work), "--refine-only"]))

@@ -76,6 +76,12 @@ RECIPES = {
 STARTS_FROM = {"seg": "cls"}
 
 
+# ``--refine``: the affinity refinement of a seg tag (``ZooEncoderDecoder(refine=...)``), trained after the segmentor
+# by ``python -m tasks.seg.affinity`` on the frozen published folder: a head of ``iters`` steps on the first
+# ``train_scenes`` training scenes of the recipe's own data, its walk (beta, steps) chosen on ``tune_scenes`` scenes
+# that no network trained on (``make scenes-tune``: another seed of the same generator), the same for all mixers.
+REFINE = dict(iters=8000, train_scenes=40000, tune_data="data/fashion_scenes_tune", tune_first=0, tune_scenes=500)
+
 # Evaluation samples scored by the fast test of each bundled checkpoint (the first N of the evaluation split).
 SLICES = {"cls": 500, "seg": 40, "pcls": 60, "pseg": 60, "gen": 500}
 # Inputs of the throughput measurement: batch and the unit it is counted in.
@@ -91,9 +97,10 @@ def jobs(tasks, mixers, recipes=None):
 
 
 def _recipe_flags(tag, args):
-    """The ``--recipe`` flag that reproduces ``tag``'s run, if its task's recipe was replaced."""
+    """The ``--recipe`` flag that reproduces ``tag``'s run, if its task's recipe was replaced, and ``--refine``."""
     task = parse_tag(tag).task
-    return f" --recipe {task}={args.recipe[task]}" if task in args.recipe else ""
+    flags = f" --recipe {task}={args.recipe[task]}" if task in args.recipe else ""
+    return flags + (" --refine" if task == "seg" and (args.refine or args.refine_only) else "")
 
 
 def _test_flags(args):
@@ -260,19 +267,19 @@ def _read_json(path, default):
         return json.load(f)
 
 
-def _test_published(tag, config, folder, work_dir, args, log, env):
-    """``tools/test.py --pretrained local-dir:FOLDER`` -> the metrics of the weights as published (``published
-    _metrics.json`` in ``work_dir``, reused while the weights' sha256 is the one it was measured on)."""
-    path = osp.join(work_dir, "published_metrics.json")
+def _test_published(tag, config, folder, work_dir, args, log, env, name="published_metrics"):
+    """``tools/test.py --pretrained local-dir:FOLDER`` -> the metrics of the weights as published (``<name>.json`` in
+    ``work_dir``, reused while the weights' sha256 is the one it was measured on)."""
+    path = osp.join(work_dir, f"{name}.json")
     with open(osp.join(folder, "config.json")) as f:
         sha = json.load(f)["weights"]["sha256"]
     if osp.isfile(path):
         with open(path) as f:
             if json.load(f).get("sha256") == sha:
                 return path
-    raw = osp.join(work_dir, "published_metrics.raw.json")
+    raw = osp.join(work_dir, f"{name}.raw.json")
     _run([sys.executable, "tools/test.py", config, "--pretrained", f"local-dir:{osp.abspath(folder)}", "--work-dir",
-          osp.join(work_dir, "test_published"), "--json-out", raw, *_cfg_options(args.test_cfg_options)], log, env)
+          osp.join(work_dir, f"test_{name}"), "--json-out", raw, *_cfg_options(args.test_cfg_options)], log, env)
     with open(raw) as f:
         measured = json.load(f)
     with open(path, "w") as f:
@@ -305,6 +312,63 @@ def package(tag, config, args, train_s=None):
         card_metrics = _test_published(tag, config, staging, work_dir, args, log, env)
         _run([*publish, "--metrics", card_metrics], log, env)
     return _finish(tag, config, args, staging, card_metrics, metrics_path, ckpt, train_s)
+
+
+def _data_roots(config):
+    """The training and test data folders of a config (``{train,test}_dataloader.dataset.data_root``)."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(osp.join(ROOT, config))
+    return cfg.train_dataloader.dataset.data_root, cfg.test_dataloader.dataset.data_root
+
+
+def refine(tag, config, args):
+    """``--refine``: train the affinity head of the published seg folder of ``tag`` (``REFINE``), test the folder with
+    head and walk, and publish it in the segmentor's place; the record keeps the segmentor's own metrics
+    (``segmentor_metrics``) and the probe's record (``refine``: the head's curve, the tuning sweep, the choice)."""
+    import zoo
+    from zoo import hub
+    if parse_tag(tag).task != "seg":
+        raise ValueError(f"--refine applies to seg tags only, not {tag}")
+    work_dir, log, env = _job(tag, args)
+    out = osp.join(args.out, tag)
+    seg_cfg = hub.read_config(osp.join(out, "config.json"))
+    if seg_cfg["args"].get("refine"):
+        raise SystemExit(f"{out} is refined already; make the segmentor again first (its head trains on it)")
+    staging, aff_dir = out + ".refined", osp.join(work_dir, "affinity")
+    for d in (staging, aff_dir):
+        shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(work_dir, exist_ok=True)
+    r, (train_root, test_root) = REFINE, _data_roots(config)
+    _run([sys.executable, "-m", "tasks.seg.affinity", f"local-dir:{osp.abspath(out)}", "--out", aff_dir,
+          "--iters", str(r["iters"]), "--train-data", train_root, "--train-scenes", str(r["train_scenes"]),
+          "--data", test_root,
+          "--tune-data", r["tune_data"], "--tune-first", str(r["tune_first"]), "--tune-scenes", str(r["tune_scenes"]),
+          "--seed", str(args.seed), "--save-refined", staging], log, env)
+    card_metrics = _test_published(tag, config, staging, work_dir, args, log, env, name="refined_metrics")
+    folder = hub.read_config(osp.join(staging, "config.json"))
+    with open(card_metrics) as f:
+        metrics = json.load(f)["metrics"]
+    hub.save_pretrained(zoo.load(f"local-dir:{osp.abspath(staging)}"), staging, metrics=metrics,
+                        dataset=folder["dataset"], tag=tag, config_name=folder["training_config"],
+                        label_names=folder["label_names"], input_spec=folder["input"], license=folder["license"],
+                        extra={k: seg_cfg[k] for k in ("hf_hub_id",) if k in seg_cfg} | {"training": folder["training"]},
+                        dtype=args.dtype)
+    with open(osp.join(args.results, "metrics", f"{tag}.json")) as f:
+        before = json.load(f)
+    with open(osp.join(aff_dir, "record.json")) as f:
+        probe = json.load(f)
+    segmentor = dict(metrics=before["metrics"], weights=f"the published segmentor, sha256 {seg_cfg['weights']['sha256']}")
+    return _finish(tag, config, args, staging, card_metrics, card_metrics, before["checkpoint"],
+                   before["train_seconds"], keep_curve=True,
+                   trained_with=dict(seed=before.get("seed", args.seed), threads=before.get("threads")),
+                   extra=dict(segmentor_metrics=segmentor, refine=probe,
+                              segmentor_checkpoint_metrics=before.get("checkpoint_metrics")))
+
+
+def make_and_refine(tag, config, args):
+    """``make_one``, then (seg tags) ``refine``."""
+    metrics = make_one(tag, config, args)
+    return refine(tag, config, args) if parse_tag(tag).task == "seg" else metrics
 
 
 def _same_tensors(a, b):
@@ -372,11 +436,11 @@ def repack(tag, config, args):
 
 
 def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, train_s, keep_curve=False,
-            keep_throughput=None, trained_with=None):
+            keep_throughput=None, trained_with=None, extra=None):
     """Measure the staged folder (slice, throughput, samples), move it into place and write the records.
 
     ``keep_throughput``: the throughput record of a repacked folder, kept (its float32 compute is unchanged);
-    ``trained_with``: its training's seed and threads, kept.
+    ``trained_with``: its training's seed and threads, kept; ``extra``: more entries of the record.
     """
     work_dir, log, env = _job(tag, args)
     py = sys.executable
@@ -415,7 +479,7 @@ def _finish(tag, config, args, staging, card_metrics, checkpoint_metrics, ckpt, 
         measured["resumed"] = resumed
     record = dict(tag=tag, config=config, **trained_with, train_seconds=train_s,
                   checkpoint=ckpt_rec,
-                  metrics=metrics, **measured,
+                  metrics=metrics, **measured, **(extra or {}),
                   command=f"python tools/make_weights.py --tags {tag} --seed {args.seed}{_recipe_flags(tag, args)}"
                           f"{_test_flags(args)}")
     records = [("metrics", record)] + ([] if keep_curve else [("curves", _curve(work_dir))])
@@ -559,6 +623,11 @@ def parse_args(argv=None):
     p.add_argument("--repack", action="store_true",
                    help="rewrite published folders in --dtype without their training runs (re-tested when the stored "
                         "tensors change)")
+    p.add_argument("--refine", action="store_true",
+                   help="after each seg tag, train its affinity refinement on the published segmentor and publish "
+                        "the refined folder in its place (REFINE; needs make scenes-tune)")
+    p.add_argument("--refine-only", action="store_true",
+                   help="--refine on the seg folders already published (no training of the segmentors)")
     p.add_argument("--package-only", action="store_true",
                    help="rewrite the published folders and records from finished trainings (no training or test)")
     p.add_argument("--remeasure-throughput", action="store_true",
@@ -625,12 +694,13 @@ def main(argv=None):
     # when it is made in this run. The pool starts jobs in submission order, so the awaited job is already running.
     todo.sort(key=lambda job: starts_from(job[0]) is not None)
     finished = {tag: threading.Event() for tag, _ in todo}
-    work = repack if args.repack else package if args.package_only else make_one
+    work = (repack if args.repack else package if args.package_only else refine if args.refine_only
+            else make_and_refine if args.refine else make_one)
 
     def run(tag, cfg):
         try:
             first = starts_from(tag)
-            if work is make_one and first in finished:
+            if work in (make_one, make_and_refine) and first in finished:
                 finished[first].wait()
                 if first in failed:
                     raise RuntimeError(f"it starts from {first}, which failed")

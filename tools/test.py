@@ -27,7 +27,7 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # the repo 
 import tasks.common as common  # noqa: E402  (registers the CPU DDP wrapper, safe loader, progress hook)
 from tasks.common import cli  # noqa: E402
 from tasks.common.checkpoint import load_strict  # noqa: E402
-from tasks.common.evaluate import load_zoo_weights, plain_metrics, zoo_model_of  # noqa: E402
+from tasks.common.evaluate import adopt_refine, load_zoo_weights, plain_metrics, zoo_model_of  # noqa: E402
 from zoo import CheckpointError  # noqa: E402
 
 
@@ -83,8 +83,9 @@ def main(argv=None):
     cfg.load_from = None  # loaded strictly below, not by the Runner (whose load_from ignores mismatched keys)
     if args.tta:
         apply_tta(cfg)
+    weights = _zoo_weights(args, cfg)
     with common.distributed(args.launcher):
-        metrics = _test(args, cli.build_runner(cfg))
+        metrics = _test(args, cli.build_runner(cfg), weights)
     if args.json_out:
         # how the numbers were obtained travels with them: an int8 or TTA score is not the card's single-scale one
         record = dict(config=args.config, checkpoint=args.checkpoint or args.pretrained, tta=args.tta, int8=args.int8)
@@ -95,12 +96,26 @@ def main(argv=None):
     return metrics
 
 
-def _test(args, runner):
-    """Load the weights the command line names into ``runner``'s model and run its test loop."""
+def _zoo_weights(args, cfg):
+    """The model of ``--pretrained`` (None without it); a segmentor's affinity refinement goes into ``cfg``'s model
+    (``adopt_refine``): it is the folder's, trained after the recipe that the config describes."""
+    if not args.pretrained:
+        return None
+    import zoo
+    try:
+        model = zoo.load(args.pretrained)
+    except (CheckpointError, ValueError) as e:
+        raise SystemExit(f"tools/test.py: error: {e}") from e
+    adopt_refine(cfg, model)
+    return model
+
+
+def _test(args, runner, weights=None):
+    """Load the weights the command line names (``weights``: the ``--pretrained`` model) into ``runner``'s model and
+    run its test loop."""
     try:
         if args.pretrained:
-            import zoo
-            load_zoo_weights(runner, zoo.load(args.pretrained), source=f"--pretrained {args.pretrained}")
+            load_zoo_weights(runner, weights, source=f"--pretrained {args.pretrained}")
         else:
             load_strict(runner, args.checkpoint)
         if args.int8:

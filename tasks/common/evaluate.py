@@ -57,6 +57,15 @@ def config_of(weights):
     return name if osp.isabs(name) else osp.join(ROOT, name)
 
 
+def adopt_refine(cfg, model):
+    """Copy a published segmentor's affinity refinement (``refine``: a head and a walk trained on the frozen
+    segmentor after its recipe, ``python -m tasks.seg.affinity --save-refined``) into ``cfg.model``, so that the
+    recipe's config builds the model that the folder holds. Nothing changes for any other model."""
+    refine = getattr(model, "refine", None)
+    if refine is not None and cfg.model.get("type") == "ZooEncoderDecoder":
+        cfg.model.refine = dict(refine)
+
+
 def build_runner(config, weights, work_dir=None, max_samples=None, cfg_options=None):
     """A Runner for ``config`` whose model holds ``weights`` (loaded strictly); see the module docstring."""
     import zoo
@@ -68,6 +77,7 @@ def build_runner(config, weights, work_dir=None, max_samples=None, cfg_options=N
     cfg = Config.fromfile(config)
     if cfg_options:
         cfg.merge_from_dict(copy.deepcopy(cfg_options))  # mmengine pops ``_delete_`` from what it is given
+    adopt_refine(cfg, model)
     cfg.work_dir = work_dir or tempfile.mkdtemp(prefix="zoo-eval-")
     cfg.load_from = None
     cfg.launcher = "none"
