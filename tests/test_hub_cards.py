@@ -79,6 +79,11 @@ def test_cards_say_how_the_throughput_was_measured(tmp_path):
     (folder / "sa_vit_micro.cls_fmnist.json").write_text(json.dumps({"throughput": {**alone, "alone": False}}))
     text = tool.render(str(tmp_path / "results"), str(tmp_path / "pretrained"))
     assert "indicative only" in text and "otherwise idle" not in text
+    # a refined segmentor's record (make_weights --refine) keeps the segmentor's own metrics: the index says both
+    rec = {"throughput": alone, "segmentor_metrics": {"metrics": {"mIoU": 51.28}, "weights": "the segmentor"}}
+    (folder / "ea_vit_micro.cls_fmnist.json").write_text(json.dumps(rec))
+    text = tool.render(str(tmp_path / "results"), str(tmp_path / "pretrained"))
+    assert "(without the affinity refinement: mIoU 51.28)" in text
 
 
 def _record(results, tag, seed, top1, sub=""):
@@ -173,6 +178,15 @@ def test_card_states_the_training_length_and_trunk_start():
     assert cards._training_lines({"trunk_init": {"source": "sa_vit_micro.cls_fmnist"}}) == [
         "- Trunk initialised from: `sa_vit_micro.cls_fmnist`"]
     assert cards._training_lines({}) == []
+    refine = {"iters": 8000, "seed": 0, "train": {"root": "data/fashion_scenes40k", "scenes": 40000},
+              "tuning": {"root": "data/fashion_scenes_tune", "first": 0, "scenes": 500},
+              "chosen": {"beta": 32, "steps": 800, "threshold": 0.97}}
+    assert cards._training_lines({"iter": 24000, "refine": refine}) == [
+        "- Trained for: 24,000 iterations",
+        "- Affinity refinement (`python -m tasks.seg.affinity`): a head trained 8,000 steps on the frozen segmentor over "
+        "the first 40,000 training scenes of `data/fashion_scenes40k`; at inference the class probabilities walk 800 "
+        "steps along its affinities to the power 32, a setting chosen on 500 scenes of `data/fashion_scenes_tune` "
+        "that neither network trained on"]
 
 
 def test_curve_of_an_iteration_loop_logged_by_epoch_takes_the_iteration():

@@ -345,6 +345,9 @@ def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"
         e = entries[tag]
         rec = results.get(tag) or {}
         metrics = ", ".join(f"{k} {_fmt(v)}" for k, v in e.metrics.items())
+        alone = (rec.get("segmentor_metrics") or {}).get("metrics")
+        if alone:  # tools/make_weights.py --refine: the segmentor before its affinity refinement
+            metrics += " (without the affinity refinement: " + ", ".join(f"{k} {_fmt(v)}" for k, v in alone.items()) + ")"
         params = f"{e.num_params / 1e6:.3f} M" if e.num_params else "?"
         hub_ref = f"`{e.hf_hub_id}@{e.revision[:12]}`" if e.revision else "not uploaded (ships in `pretrained/`)"
         command = f"`{rec['command']}`" if rec.get("command") else (e.source or "?")
@@ -356,7 +359,8 @@ def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"
 
 def _training_lines(training):
     """The card's lines for the ``training`` block of a config.json: its length (mmengine's epoch and iteration
-    counters; an iteration-based loop leaves the epoch counter at 0) and where the trunk started."""
+    counters; an iteration-based loop leaves the epoch counter at 0), where the trunk started, and a segmentor's
+    affinity refinement."""
     training = dict(training)
     epoch, it = training.pop("epoch", None), training.pop("iter", None)
     out = []
@@ -368,6 +372,14 @@ def _training_lines(training):
     if init:  # {"source": TAG or file, "skip": [key patterns left at their fresh initialisation]}
         skipped = ", ".join(f"`{k}`" for k in init.get("skip") or [])
         out.append(f"- Trunk initialised from: `{init['source']}`" + (f", except {skipped}" if skipped else ""))
+    refine = training.pop("refine", None)
+    if refine:  # tools/make_weights.py --refine: tasks.seg.affinity's record, as save_refined keeps it
+        train, tune, chosen = refine.get("train") or {}, refine.get("tuning") or {}, refine.get("chosen") or {}
+        out.append(f"- Affinity refinement (`python -m tasks.seg.affinity`): a head trained {refine.get('iters'):,} "
+                   f"steps on the frozen segmentor over the first {train.get('scenes'):,} training scenes of "
+                   f"`{train.get('root')}`; at inference the class probabilities walk {chosen.get('steps')} steps "
+                   f"along its affinities to the power {chosen.get('beta')}, a setting chosen on "
+                   f"{tune.get('scenes')} scenes of `{tune.get('root')}` that neither network trained on")
     out += [f"- {key}: {value}" for key, value in training.items()]
     return out
 
