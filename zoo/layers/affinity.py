@@ -115,6 +115,7 @@ class _Transition:
             db += w
             self.pairs.append((o, w[:, None]))
         self.inv = den.reciprocal()[:, None]
+        self._scaled = {1.0: self.inv}
 
     def apply(self, x, scale=1.0):
         """``scale`` P x, a new tensor."""
@@ -123,7 +124,9 @@ class _Transition:
             (xa, xb), (na, nb) = pair_views(x, o), pair_views(out, o)
             na.addcmul_(w, xb)
             nb.addcmul_(w, xa)
-        return out.mul_(self.inv if scale == 1.0 else self.inv * scale)
+        if scale not in self._scaled:
+            self._scaled[scale] = self.inv * scale
+        return out.mul_(self._scaled[scale])
 
 
 def random_walk(probs, affinity, mask, beta, steps, offsets=NEIGHBOURS, tol=None):
