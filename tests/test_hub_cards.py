@@ -183,9 +183,9 @@ def test_card_states_the_training_length_and_trunk_start():
               "chosen": {"beta": 32, "steps": 800, "threshold": 0.97}}
     assert cards._training_lines({"iter": 24000, "refine": refine}) == [
         "- Trained for: 24,000 iterations",
-        "- Affinity refinement (`python -m tasks.seg.affinity`): a head trained 8,000 steps on the frozen segmentor over "
-        "the first 40,000 training scenes of `data/fashion_scenes40k`; at inference the class probabilities walk 800 "
-        "steps along its affinities to the power 32, a setting chosen on 500 scenes of `data/fashion_scenes_tune` "
+        "- Affinity refinement (`python -m tasks.seg.affinity`): a head trained 8,000 steps on the frozen segmentor "
+        "over the first 40,000 training scenes of `data/fashion_scenes40k`; at inference the class probabilities walk "
+        "800 steps along its affinities to the power 32, a setting chosen on 500 scenes of `data/fashion_scenes_tune` "
         "that neither network trained on"]
 
 

@@ -351,13 +351,15 @@ def refine(tag, config, args):
     hub.save_pretrained(zoo.load(f"local-dir:{osp.abspath(staging)}"), staging, metrics=metrics,
                         dataset=folder["dataset"], tag=tag, config_name=folder["training_config"],
                         label_names=folder["label_names"], input_spec=folder["input"], license=folder["license"],
-                        extra={k: seg_cfg[k] for k in ("hf_hub_id",) if k in seg_cfg} | {"training": folder["training"]},
+                        extra={**{k: seg_cfg[k] for k in ("hf_hub_id",) if k in seg_cfg},
+                               "training": folder["training"]},
                         dtype=args.dtype)
     with open(osp.join(args.results, "metrics", f"{tag}.json")) as f:
         before = json.load(f)
     with open(osp.join(aff_dir, "record.json")) as f:
         probe = json.load(f)
-    segmentor = dict(metrics=before["metrics"], weights=f"the published segmentor, sha256 {seg_cfg['weights']['sha256']}")
+    segmentor = dict(metrics=before["metrics"],
+                     weights=f"the published segmentor, sha256 {seg_cfg['weights']['sha256']}")
     return _finish(tag, config, args, staging, card_metrics, card_metrics, before["checkpoint"],
                    before["train_seconds"], keep_curve=True,
                    trained_with=dict(seed=before.get("seed", args.seed), threads=before.get("threads")),

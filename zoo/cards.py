@@ -347,7 +347,8 @@ def model_cards_md(entries, results=None, card_link="pretrained/{tag}/README.md"
         metrics = ", ".join(f"{k} {_fmt(v)}" for k, v in e.metrics.items())
         alone = (rec.get("segmentor_metrics") or {}).get("metrics")
         if alone:  # tools/make_weights.py --refine: the segmentor before its affinity refinement
-            metrics += " (without the affinity refinement: " + ", ".join(f"{k} {_fmt(v)}" for k, v in alone.items()) + ")"
+            metrics += " (without the affinity refinement: " + ", ".join(f"{k} {_fmt(v)}"
+                                                                           for k, v in alone.items()) + ")"
         params = f"{e.num_params / 1e6:.3f} M" if e.num_params else "?"
         hub_ref = f"`{e.hf_hub_id}@{e.revision[:12]}`" if e.revision else "not uploaded (ships in `pretrained/`)"
         command = f"`{rec['command']}`" if rec.get("command") else (e.source or "?")

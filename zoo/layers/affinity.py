@@ -11,8 +11,8 @@ background as it was. ``zoo.heads.seg.ZooEncoderDecoder(refine=...)`` runs them 
 The walk of ``steps`` steps is the matrix power P^steps applied to the probabilities, with P = D^-1 A for the
 symmetric weights A (1 on the diagonal) and their row sums D: P is similar to the symmetric D^-1/2 A D^-1/2, so its
 eigenvalues are real and in [-1, 1]. On that interval x^t is within ``tol`` of its Chebyshev series cut at degree m,
-where the coefficients 2^(1-t) C(t, (t-k)/2) beyond m sum to under ``tol``: m grows as sqrt(t), about 130 for 800
-steps at tol 1e-4. ``random_walk(..., tol=)`` evaluates that polynomial with Chebyshev's three-term recurrence
+where the coefficients 2^(1-t) C(t, (t-k)/2) beyond m sum to under ``tol``: m grows as sqrt(t), 110 for 800 steps at
+tol 1e-4 and 124 at 1e-5. ``random_walk(..., tol=)`` evaluates that polynomial with Chebyshev's three-term recurrence
 (T_k+1 = 2 P T_k - T_k-1), one application of P per degree, instead of t steps: the same walk to within ``tol``
 (in the D-weighted norm; measured elementwise in the tests) for a sixth of the work at 800 steps.
 """
