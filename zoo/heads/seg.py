@@ -523,10 +523,15 @@ class ZooEncoderDecoder(EncoderDecoder):
         Same values as an NCHW resize to float rounding; the returned tensor has channels-last strides. With
         ``refine`` (and ``use_refine``), the refined class probabilities instead (``refined_probs``).
         """
-        if self.refine is not None and self.use_refine:
+        if self.refining:
             return self.refined_probs(inputs)
         logits, size, (H, W) = self._head_logits(inputs)
         return F.interpolate(logits, size=size, mode="bilinear", align_corners=self.align_corners)[..., :H, :W]
+
+    @property
+    def refining(self):
+        """Whether inference runs the affinity refinement (``refine`` set and ``use_refine`` on)."""
+        return self.refine is not None and self.use_refine
 
     @torch.no_grad()
     def refined_probs(self, inputs):
@@ -589,7 +594,7 @@ class ZooEncoderDecoder(EncoderDecoder):
         metas = self._metas(inputs, data_samples)
         if data_samples is None:
             data_samples = [SegDataSample() for _ in metas]
-        if self.test_cfg.get("mode", "whole") == "whole" and not (self.refine is not None and self.use_refine):
+        if self.test_cfg.get("mode", "whole") == "whole" and not self.refining:
             logits, size, (H, W) = self._head_logits(inputs)
         else:  # slide or refine: the full-size logits or probabilities, labelled (and resized to the original size)
             logits, size, (H, W) = self.inference(inputs, metas), shape, shape
