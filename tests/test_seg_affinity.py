@@ -233,10 +233,10 @@ def test_the_chebyshev_walk_is_the_step_by_step_walk_within_its_tolerance(radius
                        affinity.random_walk(probs, aff, mask, 16, 3, offsets))
 
 
-def _refined_segmentor(**refine):
+def _refined_segmentor(name="sa_vit_micro", **refine):
     import zoo
     torch.manual_seed(0)
-    model = zoo.load("sa_vit_micro", task="seg", num_classes=5, img_size=32, patch_size=4, channels=16,
+    model = zoo.load(name, task="seg", num_classes=5, img_size=32, patch_size=4, channels=16,
                      aux_channels=0, refine=dict(channels=8, steps=40, beta=4, **refine))
     for m in model.modules():  # random running statistics, so that the heads' outputs are not all alike
         if isinstance(m, torch.nn.BatchNorm2d):
@@ -245,8 +245,9 @@ def _refined_segmentor(**refine):
     return model.eval()
 
 
-def test_a_refined_segmentor_predicts_the_walk_of_its_own_probabilities_along_its_affinity_head():
-    model = _refined_segmentor()
+@pytest.mark.parametrize("name", ["sa_vit_micro", "ff_vit_micro"])  # ff: sliding-window inference at its crop
+def test_a_refined_segmentor_predicts_the_walk_of_its_own_probabilities_along_its_affinity_head(name):
+    model = _refined_segmentor(name)
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         refined = model(x)  # mode="tensor": the refined probabilities
