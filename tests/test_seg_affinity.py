@@ -297,3 +297,12 @@ def test_a_refined_segmentor_is_saved_and_loaded_with_its_head_and_setting(tmp_p
     plain = zoo.load("sa_vit_micro", task="seg", num_classes=5, img_size=32, patch_size=4)
     with pytest.raises(ValueError, match="no refine head; build it with refine=dict"):
         plain.refined_probs(x)
+
+
+def test_the_radius_of_a_head_is_read_back_from_its_offsets():
+    for radius in (1, 1.5, 2, 3):
+        assert affinity.offsets_within(affinity._radius_of(affinity.offsets_within(radius))) == \
+            affinity.offsets_within(radius)
+    assert affinity._radius_of(affinity.NEIGHBOURS) == 1 and isinstance(affinity._radius_of(affinity.NEIGHBOURS), int)
+    with pytest.raises(ValueError, match="not the neighbours within any radius"):
+        affinity._radius_of(((0, 1), (1, 1)))  # a diagonal without the lower neighbour

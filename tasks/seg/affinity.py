@@ -18,6 +18,11 @@ the number of steps are chosen on scenes that neither network trained on (``--tu
 with them is scored once on the validation scenes::
 
     python -m tasks.seg.affinity sa_vit_micro.seg_scenes --out work_dirs/affinity/sa
+
+Head, targets, loss and walk live in ``zoo.layers.affinity``; ``ZooEncoderDecoder(refine=...)`` runs head and walk
+at inference. ``--save-refined FOLDER`` writes the segmentor with the trained head and the chosen walk as a published
+folder (``refined_model``, ``save_refined``), which ``tools/make_weights.py --refine`` publishes for the bundled tags.
+The sweep here walks step by step; the refined segmentor evaluates the same walk as a Chebyshev series.
 """
 import argparse
 import json
