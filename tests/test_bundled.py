@@ -426,6 +426,8 @@ def test_make_weights_refine_only_publishes_the_refined_segmentor_in_its_place(t
         str(out / tag / "model.safetensors"))
     assert all(torch.equal(old[k], new[k]) for k in old)
     assert sorted(set(new) - set(old)) and all(k.startswith("affinity_head.") for k in set(new) - set(old))
+    with pytest.raises(SystemExit):  # one mode at a time
+        mw.parse_args(["--refine-only", "--package-only"])
     with pytest.raises(SystemExit, match="refined already"):
         mw.refine(tag, "configs/seg/x.py", mw.parse_args(["--out", str(out), "--results", str(res), "--work-root",
                                                             str(work), "--refine-only"]))

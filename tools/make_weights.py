@@ -649,6 +649,9 @@ def parse_args(argv=None):
                     f"mixer in CONFIG")
         recipes[task] = pattern
     args.recipe = recipes
+    modes = [f"--{m.replace('_', '-')}" for m in ("repack", "package_only", "refine_only", "refine") if getattr(args, m)]
+    if len(modes) > 1:
+        p.error(f"{' and '.join(modes)} do different things; give one of them")
     if args.checkpoint_test_cfg_options and args.dtype == "float32":
         p.error("--checkpoint-test-cfg-options: with --dtype float32 the checkpoint's test is the card's; pass the "
                 "options as --test-cfg-options if the card should be measured that way")
