@@ -142,7 +142,7 @@ def test_the_probe_trains_a_head_and_the_sweep_scores_the_segmentor_without_affi
     probs, affs = affinity.predict(frozen, head, x)
     assert probs.shape == (8, 11, 64, 64) and affs.shape == (8, 4, 64, 64)
     for c, (same, valid) in enumerate(affinity.affinity_targets(y, offsets=offsets)):
-        hit = (affinity._pair(affs[:, c], offsets[c])[0] > 0.5).float() == same
+        hit = (affinity.pair_views(affs[:, c], offsets[c])[0] > 0.5).float() == same
         assert float(hit[valid].float().mean()) > 0.9
     own = affinity.score(y.numpy(), probs.argmax(1).numpy())["mIoU"]
     res = affinity.sweep(probs, torch.zeros_like(affs), y.numpy(), betas=(8,), steps=(5, 10), offsets=offsets)

@@ -41,12 +41,6 @@ STEPS = (100, 200, 400, 800)
 THRESHOLDS = (0.5, 0.9, 0.97, 0.99)
 
 
-# The affinity head, its targets and loss, and the walk are the library's (``zoo.layers.affinity``, which
-# ``ZooEncoderDecoder(refine=...)`` runs at inference); this module keeps the probe around them.
-_pair = pair_views
-_name_items = name_items
-
-
 def affinity_regions(affinity, mask, threshold=0.5, offsets=NEIGHBOURS):
     """(B, H, W) int64 region ids (-1 outside ``mask``): the connected components of the ``mask`` pixels when two
     of them are joined where their (B, O, H, W) ``affinity`` (one channel per offset) exceeds ``threshold``. One graph
@@ -59,8 +53,8 @@ def affinity_regions(affinity, mask, threshold=0.5, offsets=NEIGHBOURS):
     a = affinity.numpy() > threshold
     src, dst = [], []
     for k, o in enumerate(offsets):
-        (ma, mb), (ia, ib) = _pair(m, o), _pair(idx, o)
-        join = _pair(a[:, k], o)[0] & ma & mb
+        (ma, mb), (ia, ib) = pair_views(m, o), pair_views(idx, o)
+        join = pair_views(a[:, k], o)[0] & ma & mb
         src.append(ia[join])
         dst.append(ib[join])
     src, dst = np.concatenate(src), np.concatenate(dst)
@@ -172,7 +166,7 @@ def sweep(probs, affs, gts, betas=BETAS, steps=STEPS, batch=100, offsets=NEIGHBO
                 own = probs[i:i + batch].argmax(1)
                 mask = own != 0
                 parts[k] = random_walk(parts[k], affs[i:i + batch], mask, beta, s - done, offsets)
-                labels.append(_name_items(parts[k].clone(), own, mask))
+                labels.append(name_items(parts[k].clone(), own, mask))
             done = s
             out[(beta, s)] = score(gts, torch.cat(labels).numpy())["mIoU"]
     return out
@@ -263,8 +257,8 @@ def analyse(segmentor, out_dir, data_root="data/fashion_scenes", train_root="dat
     pv, av = predict(frozen, head, xv)
     hits, item_hits, items = [], [], yv > 0
     for k, (o, (same, valid)) in enumerate(zip(offsets, affinity_targets(yv, offsets=offsets))):
-        hit = (_pair(av[:, k], o)[0] > 0.5).float() == same
-        ia, ib = _pair(items, o)
+        hit = (pair_views(av[:, k], o)[0] > 0.5).float() == same
+        ia, ib = pair_views(items, o)
         hits.append(hit[valid])
         item_hits.append(hit[ia & ib])
     record = dict(

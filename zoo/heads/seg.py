@@ -64,7 +64,7 @@ from mmseg.utils import add_prefix  # noqa: E402
 from .. import mixers  # noqa: E402
 from ..backbones.vit import SIZES, VisionTransformer  # noqa: E402
 from ..features import default_out_indices  # noqa: E402
-from ..layers.affinity import AffinityHead, offsets_within, random_walk  # noqa: E402
+from ..layers.affinity import AffinityHead, item_mask, offsets_within, random_walk  # noqa: E402
 from ..layers.patch_embed import adapt_in_chans  # noqa: E402
 from ..layers.resize_argmax import resize_argmax  # noqa: E402
 from ..registry import model_info  # noqa: E402
@@ -553,8 +553,7 @@ class ZooEncoderDecoder(EncoderDecoder):
         probs = probs.float().softmax(1).contiguous()
         r = self.refine
         aff = self.affinity_head(padded, feats).float().sigmoid()[..., :H, :W]
-        own = probs.argmax(1)
-        mask = torch.ones_like(own, dtype=torch.bool) if r["background"] is None else own != r["background"]
+        mask = item_mask(probs.argmax(1), r["background"])
         walked = random_walk(probs, aff, mask, r["beta"], r["steps"], self.affinity_head.offsets, r["tol"])
         if r["background"] is None:
             return walked

@@ -115,18 +115,15 @@ class _Transition:
             db += w
             self.pairs.append((o, w[:, None]))
         self.inv = den.reciprocal()[:, None]
-        self._scaled = {1.0: self.inv}
 
-    def apply(self, x, scale=1.0):
-        """``scale`` P x, a new tensor."""
+    def apply(self, x, inv=None):
+        """P x (``inv`` in place of D^-1: ``2 * self.inv`` gives 2 P x), a new tensor."""
         out = x.clone()
         for o, w in self.pairs:
             (xa, xb), (na, nb) = pair_views(x, o), pair_views(out, o)
             na.addcmul_(w, xb)
             nb.addcmul_(w, xa)
-        if scale not in self._scaled:
-            self._scaled[scale] = self.inv * scale
-        return out.mul_(self._scaled[scale])
+        return out.mul_(self.inv if inv is None else inv)
 
 
 def random_walk(probs, affinity, mask, beta, steps, offsets=NEIGHBOURS, tol=None):
@@ -149,14 +146,20 @@ def random_walk(probs, affinity, mask, beta, steps, offsets=NEIGHBOURS, tol=None
     out = probs * coef[0]
     if len(coef) > 1:
         out.add_(cur, alpha=coef[1])
+    inv2 = 2 * walk.inv
     for k in range(2, len(coef)):
-        nxt = walk.apply(cur, 2.0).sub_(prev)  # T_k = 2 P T_(k-1) - T_(k-2)
+        nxt = walk.apply(cur, inv2).sub_(prev)  # T_k = 2 P T_(k-1) - T_(k-2)
         if coef[k]:
             out.add_(nxt, alpha=coef[k])
         prev, cur = cur, nxt
     # p(1) = sum(coef) = 1 - (the dropped tail): divide it out, so that the series keeps what P keeps (a constant
     # region, the total of each class), and the pixels outside the mask exactly as they were
     return torch.where(mask[:, None], out.div_(sum(coef)), probs)
+
+
+def item_mask(labels, background=0):
+    """The pixels of (B, H, W) ``labels`` that walk: those not labelled ``background`` (``None``: every pixel)."""
+    return torch.ones_like(labels, dtype=torch.bool) if background is None else labels != background
 
 
 def name_items(walked, labels, mask, background=0):
@@ -171,8 +174,6 @@ def walked_labels(probs, affinity, beta, steps, background=0, offsets=NEIGHBOURS
     of ``random_walk`` over the pixels it calls an item (``background=None``: every pixel walks and takes the best
     class of the walk)."""
     labels = probs.argmax(1)
-    if background is None:
-        return random_walk(probs, affinity, torch.ones_like(labels, dtype=torch.bool), beta, steps, offsets,
-                           tol).argmax(1)
-    mask = labels != background
-    return name_items(random_walk(probs, affinity, mask, beta, steps, offsets, tol), labels, mask, background)
+    mask = item_mask(labels, background)
+    walked = random_walk(probs, affinity, mask, beta, steps, offsets, tol)
+    return walked.argmax(1) if background is None else name_items(walked, labels, mask, background)
