@@ -11,6 +11,9 @@ default_hooks = dict(
     progress=dict(type='ProgressHook'),
     # Stops on a NaN/inf loss before CheckpointHook can save (and rotate away the last good checkpoint).
     finite_loss=dict(type='NonFiniteLossHook'),
+    # Saves the random generators' states with each checkpoint; a resumed iteration-based run skips the batches it
+    # trained on without reading them and goes on as if it had not stopped.
+    fast_resume=dict(type='FastResumeHook'),
 )
 
 env_cfg = dict(

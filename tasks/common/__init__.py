@@ -18,8 +18,8 @@ except ImportError as _e:
 
 from . import checkpoint, evaluate, hooks, runtime  # noqa: F401, E402  (registration side effects)
 from .checkpoint import safe_load  # noqa: E402
-from .hooks import NonFiniteLossHook, ProgressHook  # noqa: E402
+from .hooks import FastResumeHook, NonFiniteLossHook, ProgressHook  # noqa: E402
 from .runtime import CPUAmpOptimWrapper, ZooDistributedDataParallel, distributed, init_distributed, use_amp  # noqa: E402
 
-__all__ = ["CPUAmpOptimWrapper", "NonFiniteLossHook", "ProgressHook", "ZooDistributedDataParallel", "distributed",
-           "init_distributed", "safe_load", "use_amp"]
+__all__ = ["CPUAmpOptimWrapper", "FastResumeHook", "NonFiniteLossHook", "ProgressHook", "ZooDistributedDataParallel",
+           "distributed", "init_distributed", "safe_load", "use_amp"]
