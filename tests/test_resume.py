@@ -133,7 +133,8 @@ def test_resumed_seg_run_skips_the_trained_batches_and_repeats_the_run_exactly(t
     logs = {n: tmp_path / f"{n}.log" for n in ("full", "killed", "resumed", "stock")}
     record = lambda n: f"dict(type='RecordItersHook', path={str(logs[n])!r})"  # noqa: E731
     full = _seg_config(tmp_path, "full.py", data, f"[{record('full')}]")
-    killed = _seg_config(tmp_path, "killed.py", data, f"[dict(type='ExitAfterIterHook', at_iter=4), {record('killed')}]")
+    killed = _seg_config(tmp_path, "killed.py", data,
+                         f"[dict(type='ExitAfterIterHook', at_iter=4), {record('killed')}]")
     resumed = _seg_config(tmp_path, "resumed.py", data, f"[{record('resumed')}]")
     stock = _seg_config(tmp_path, "stock.py", data, f"[{record('stock')}]", fast_resume=False)
 
