@@ -167,3 +167,21 @@ def test_two_process_cpu_ddp_checkpoint_loads_in_one_process(fmnist_root, tmp_pa
     assert not [k for k in sd if ".module." in k]
     model = MODELS.build(dict(type="GANModel", name="effa_vit_micro", img_size=32, out_chans=1, z_dim=16))
     model.load_state_dict(sd, strict=True)
+
+
+def test_resume_from_a_checkpoint_repeats_the_gans_draws_exactly(fmnist_root, tmp_path, capsys):
+    # The GAN draws its latents and the discriminator's augmentation from torch's generator every step: a resume
+    # from iteration 2 ends as the run that was not stopped only if the checkpoint gave those generators back.
+    train = _tool("train")
+    opts = lambda work, **kw: _options(fmnist_root, work, 4, **{"default_hooks.checkpoint.interval": 2,  # noqa: E731
+                                                                "default_hooks.checkpoint.max_keep_ckpts": 2, **kw})
+    train.main([CONFIG, *opts(tmp_path / "full")])
+    for name, enabled in (("fast", True), ("stock", False)):
+        train.main([CONFIG, *opts(tmp_path / name, **{"default_hooks.fast_resume.enabled": enabled}),
+                    "--resume", str(tmp_path / "full/iter_2.pth")])
+    out = capsys.readouterr()
+    assert "FastResumeHook: skipping the sampler past 2 batches without reading them" in out.out + out.err
+    load = lambda w: torch.load(tmp_path / w / "iter_4.pth", map_location="cpu", weights_only=False)  # noqa: E731
+    full, fast, stock = (load(w)["state_dict"] for w in ("full", "fast", "stock"))
+    assert all(torch.equal(fast[k], v) for k, v in full.items())
+    assert not all(torch.equal(stock[k], v) for k, v in full.items())
