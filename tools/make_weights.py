@@ -23,7 +23,9 @@ samples, took 20-30 minutes per job on the 2-core AVX2 EPYC, docs/weights.md): `
 only the Fashion-MNIST classifier's scores.
 
 ``--resume`` goes on with stopped trainings from their last checkpoints instead of starting again; the record joins
-the runs' curves at that checkpoint and counts the stopped runs' time up to it (``resumed``).
+the runs' curves at that checkpoint and counts the stopped runs' time up to it (``resumed``; its ``exact`` says
+whether the checkpoint held the random generators' states, with which the resumed run repeats an unbroken one:
+``FastResumeHook``).
 
 ``--package-only`` redoes steps 3-4 from the finished trainings in the work dirs (after a change to the card or
 the config.json layout), without training again (and without testing again when the test metrics exist).
@@ -58,6 +60,7 @@ from concurrent.futures import ThreadPoolExecutor
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from zoo.checkpoint import load_torch  # noqa: E402
 from zoo.pretrained import parse_tag  # noqa: E402
 
 MIXERS = ("sa", "ea", "effa", "ff")
@@ -160,15 +163,18 @@ def merge_runs(runs):
 
 
 def _resume_point(work_dir):
-    """``dict(checkpoint, earlier_seconds)`` for a training resumed in ``work_dir``: the checkpoint it goes on from
-    and the time from the start of the run that wrote it (mmengine names a run's folder by its start) to the
-    checkpoint; None when there is nothing to resume."""
+    """``dict(checkpoint, earlier_seconds, exact)`` for a training resumed in ``work_dir``: the checkpoint it goes on
+    from, the time from the start of the run that wrote it (mmengine names a run's folder by its start) to the
+    checkpoint, and whether the checkpoint holds the random generators' states, so that the resumed run repeats an
+    unbroken one (``FastResumeHook``); None when there is nothing to resume."""
     if not osp.isfile(osp.join(work_dir, "last_checkpoint")):
         return None
     ckpt = _last_checkpoint(work_dir)
     written = osp.getmtime(ckpt)
     start = max((t for t in _run_starts(work_dir) if t <= written), default=None)
-    return dict(checkpoint=osp.basename(ckpt), earlier_seconds=round(written - start, 1) if start else None)
+    exact = "rng_state" in (load_torch(ckpt, map_location="cpu").get("meta") or {})
+    return dict(checkpoint=osp.basename(ckpt), earlier_seconds=round(written - start, 1) if start else None,
+                exact=exact)
 
 
 def _run_starts(work_dir):
