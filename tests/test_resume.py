@@ -116,8 +116,8 @@ test_dataloader = val_dataloader
 max_iters = 8
 param_scheduler = [dict(type='PolyLR', eta_min=0.0, power=1.0, begin=0, end=max_iters, by_epoch=False)]
 train_cfg = dict(max_iters=max_iters, val_interval=4)
-default_hooks = dict(checkpoint=dict(interval=4, max_keep_ckpts=5), logger=dict(interval=1),
-                     fast_resume=dict(enabled={fast_resume}))
+default_hooks = dict(checkpoint=dict(interval=4, max_keep_ckpts=5, save_best='mIoU', rule='greater'),
+                     logger=dict(interval=1), fast_resume=dict(enabled={fast_resume}))
 custom_hooks = {hooks}
 """)
     return cfg
@@ -142,13 +142,18 @@ def test_resumed_seg_run_skips_the_trained_batches_and_repeats_the_run_exactly(t
     assert r.returncode == 0, r.stderr[-3000:]
     r = _run(tmp_path, killed, tmp_path / "work_b")
     assert r.returncode == 17, r.stderr[-3000:]
-    ckpt = torch.load(tmp_path / "work_b/iter_4.pth", map_location="cpu", weights_only=False)
-    assert set(ckpt["meta"]["rng_state"]) == {"torch", "numpy", "python"}
+    load = lambda p: torch.load(p, map_location="cpu", weights_only=False)  # noqa: E731
+    ckpt = load(tmp_path / "work_b/iter_4.pth")
+    assert set(ckpt["meta"]["rng_state"]) == {"torch", "numpy", "python", "after_validation"}
+    assert ckpt["meta"]["rng_state"]["after_validation"] is False  # written before the validation of iteration 4
     shutil.copytree(tmp_path / "work_b", tmp_path / "work_stock")
     r = _run(tmp_path, resumed, tmp_path / "work_b", "--resume")
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout + r.stderr
     assert "FastResumeHook: skipping the sampler past 4 batches without reading them" in out
+    # the best checkpoint is written after the validation of iteration 4: its states include that validation's
+    # draw (it holds no optimizer state, so mmengine cannot resume it exactly anyway)
+    assert load(tmp_path / "work_full/best_mIoU_iter_4.pth")["meta"]["rng_state"]["after_validation"] is True
     r = _run(tmp_path, stock, tmp_path / "work_stock", "--resume")  # mmengine's own resume, for contrast
     assert r.returncode == 0, r.stderr[-3000:]
     assert "FastResumeHook: " not in r.stdout + r.stderr
@@ -156,8 +161,7 @@ def test_resumed_seg_run_skips_the_trained_batches_and_repeats_the_run_exactly(t
     # Both resumes train on the uninterrupted run's batches (mmengine's by reading them all again) ...
     iters = lambda n: logs[n].read_text().splitlines()  # noqa: E731
     assert iters("killed") + iters("resumed") == iters("full") == iters("killed") + iters("stock")
-    load = lambda p: torch.load(p, map_location="cpu", weights_only=False)["state_dict"]  # noqa: E731
-    a, b, c = (load(tmp_path / f"{w}/iter_8.pth") for w in ("work_full", "work_b", "work_stock"))
+    a, b, c = (load(tmp_path / f"{w}/iter_8.pth")["state_dict"] for w in ("work_full", "work_b", "work_stock"))
     # ... but only this one draws the same augmentations and dropout masks: the same weights to the last bit
     assert all(torch.equal(b[k], v) for k, v in a.items())
     assert not all(torch.equal(c[k], v) for k, v in a.items())  # mmengine's: torch's generator restarts at the seed

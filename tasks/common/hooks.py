@@ -153,10 +153,17 @@ class FastResumeHook(Hook):
     def __init__(self, enabled=True):
         self.enabled = enabled
         self._resumed = None
+        self._validating = False
+
+    def before_val(self, runner):
+        self._validating = True
+
+    def after_val(self, runner):
+        self._validating = False
 
     def before_save_checkpoint(self, runner, checkpoint):
-        if self.enabled:
-            checkpoint.setdefault("meta", {})["rng_state"] = rng_state()
+        if self.enabled:  # a checkpoint saved in validation (the best one) comes after the validation's draws
+            checkpoint.setdefault("meta", {})["rng_state"] = dict(rng_state(), after_validation=self._validating)
 
     def after_load_checkpoint(self, runner, checkpoint):
         if not self.enabled:
@@ -191,10 +198,11 @@ class FastResumeHook(Hook):
 
         def restore():
             set_rng_state(state)
+            getattr(loop, "_decide_current_val_interval", lambda: None)()  # the interval at this iteration
             validated = (runner.val_loop is not None and loop.iter >= loop.val_begin
                          and (loop.iter % loop.val_interval == 0 or loop.iter == loop.max_iters))
-            if validated:  # validation drew its loader's base seed from torch's generator after the checkpoint
-                iter(runner.val_loop.dataloader)
+            if validated and not state.get("after_validation"):
+                iter(runner.val_loop.dataloader)  # validation drew its loader's base seed after the checkpoint
 
         loop.dataloader_iterator = _SkipBatches(loop, loop.iter, restore)
         print_log(f"FastResumeHook: skipping the sampler past {loop.iter} batches without reading them; the random "
