@@ -165,3 +165,19 @@ def test_resumed_seg_run_skips_the_trained_batches_and_repeats_the_run_exactly(t
     # ... but only this one draws the same augmentations and dropout masks: the same weights to the last bit
     assert all(torch.equal(b[k], v) for k, v in a.items())
     assert not all(torch.equal(c[k], v) for k, v in a.items())  # mmengine's: torch's generator restarts at the seed
+
+
+def test_generator_states_round_trip_through_a_weights_only_checkpoint(tmp_path):
+    import random
+
+    import numpy as np
+
+    from tasks.common.hooks import rng_state, set_rng_state
+    from zoo.checkpoint import load_torch
+    torch.manual_seed(1), np.random.seed(1), random.seed(1)
+    np.random.randn()  # numpy's legacy normal draws in pairs: one is now cached (has_gauss)
+    torch.save(dict(meta=dict(rng_state=rng_state())), tmp_path / "c.pth")
+    draw = lambda: (torch.rand(4).tolist(), np.random.randn(3).tolist(), random.random())  # noqa: E731
+    first = draw()
+    set_rng_state(load_torch(str(tmp_path / "c.pth"))["meta"]["rng_state"])  # the zoo's weights_only reader
+    assert draw() == first

@@ -17,6 +17,7 @@ first ``warmup`` iterations excluded) is stored in the message hub as ``train_im
 ``train_images_per_cpu_s`` (images per second of this process's CPU time, all threads): on a shared machine the
 wall-clock rate depends on the other jobs, the CPU-time rate much less.
 """
+import logging
 import random
 import sys
 import time
@@ -101,7 +102,12 @@ def set_rng_state(state):
     p = state["python"]
     random.setstate((p["version"], tuple(p["internal"].tolist()), p["gauss_next"]))
     if "cuda" in state:
-        torch.cuda.set_rng_state_all(state["cuda"])
+        if torch.cuda.is_available() and torch.cuda.device_count() == len(state["cuda"]):
+            torch.cuda.set_rng_state_all(state["cuda"])
+        else:
+            print_log(f"FastResumeHook: the checkpoint holds the generator states of {len(state['cuda'])} CUDA "
+                      f"devices and this machine has {torch.cuda.device_count()}; their draws start afresh",
+                      logger="current", level=logging.WARNING)
 
 
 class _SkipBatches:
