@@ -145,9 +145,9 @@ class FastResumeHook(Hook):
     loop's advance runs), then puts the states back and, where the run validated right after the checkpoint, makes
     the one draw that validation made (its data loader's base seed). The resumed run then repeats the uninterrupted
     one to the last bit (tests/test_resume.py). Where that cannot be promised it leaves mmengine's advance alone and
-    logs why: an epoch-based loop, a data loader with worker processes (they prefetch indices and hold generators of
-    their own) or without mmengine's ``InfiniteSampler``, several processes, or a checkpoint written without the
-    states.
+    logs why: a data loader with worker processes (they prefetch indices and hold generators of their own) or
+    without mmengine's ``InfiniteSampler``, several processes, or a checkpoint written without the states.
+    Epoch-based loops are left as they are: they resume at the start of an epoch and read nothing twice.
 
     Args:
         enabled: False leaves mmengine's resume as it is and saves no states (``default_hooks.fast_resume.enabled=
@@ -178,8 +178,6 @@ class FastResumeHook(Hook):
         self._resumed = (meta.get("iter"), meta.get("rng_state"))
 
     def _why_not(self, loop, state):
-        if not isinstance(loop, IterBasedTrainLoop):
-            return "the loop is epoch-based"
         if state is None:
             return "the checkpoint holds no generator states (written before FastResumeHook)"
         if get_world_size() > 1:
@@ -194,6 +192,8 @@ class FastResumeHook(Hook):
     def before_train_epoch(self, runner):
         loop, (at, state) = runner.train_loop, self._resumed or (None, None)
         self._resumed = None
+        if not isinstance(loop, IterBasedTrainLoop):  # epoch-based loops resume at an epoch's start: nothing to skip
+            return
         if not loop.iter or at != loop.iter:  # a fresh run, or weights loaded without resuming
             return
         why = self._why_not(loop, state)
