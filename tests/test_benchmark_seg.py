@@ -365,3 +365,20 @@ def test_seg_rounds_bf16_adds_each_model_under_autocast(bench, monkeypatch):
     assert by["ea bf16"]["x_sa_same_precision"] == pytest.approx(by["sa bf16"]["infer_s"] / by["ea bf16"]["infer_s"],
                                                                   rel=0.02, abs=0.01)
     assert by["ea bf16"]["x_fp32"] > 0 and "x_fp32" not in by["ea"]
+
+
+def test_ea_chunk_section_times_the_default_blocks_against_512(bench, monkeypatch):
+    from zoo.mixers.ea import ExternalAttention
+    seen = []
+    real = ExternalAttention.token_block
+    monkeypatch.setattr(ExternalAttention, "token_block", lambda self, x: seen.append(self.chunk_tokens) or
+                        real(self, x))
+    args = bench.parse_args(["--only", "ea-chunk", "--seg-model-size", "micro", "--seg-sizes", "512",
+                             "--seg-mixers", "ea", "--repeats", "2"])
+    rows = bench.bench_ea_chunk(args)
+    assert [(r["mixer"], r["px"], r["rounds"]) for r in rows] == [("ea", 512, 2)]
+    assert rows[0]["default_s"] > 0 and rows[0]["chunk512_s"] > 0
+    assert rows[0]["pixels_differing"] <= 8  # 1,025 tokens in 2 blocks or 3: float rounding at most
+    # micro's 4 mixers, twice per call (the two passes), in the warm-up and the 2 rounds, default first
+    assert seen == ([1024] * 8 + [512] * 8) * 3, seen
+    assert ExternalAttention.chunk_tokens == 1024  # restored

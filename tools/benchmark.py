@@ -60,6 +60,8 @@ What is measured (all forward passes in ``torch.inference_mode``, float32 unless
   in one process, with the number of pixels whose label differs.
 - **mlp gelu** (``--only mlp-gelu``): the same, with the MLP's GELU written over fc1's output at inference
   (``zoo.layers.mlp.INPLACE_GELU``) and into a second hidden tensor.
+- **ea chunk** (``--only ea-chunk``): the same for ``ea``'s token blocks at inference, ``chunk_tokens`` as it is
+  against 512 tokens a block.
 - **seg rounds** (``--only seg-rounds``): the light head's image -> label map of every mixer in one process, the
   mixers interleaved round by round: medians and the ratio to ``sa`` (steadier than ``--only seg``'s one timed call
   per fresh process on a shared machine), next to each model's GFLOP (counted on the meta device) and ``sa``'s
@@ -1114,6 +1116,18 @@ def bench_mlp_gelu(args):
     return _predict_ab(args, {"in_place": lambda model, on: None, "new_tensor": new_tensor}, "new tensor / in place")
 
 
+def bench_ea_chunk(args):
+    """``ea``'s token blocks at inference: ``ExternalAttention.chunk_tokens`` as it is ("default") against 512 tokens
+    a block ("chunk512", the default until 2026-12-07), light-head ``predict`` (``_predict_ab``; the ``ea`` rows are
+    the ones to read, the other mixers do not use it)."""
+    from zoo.mixers.ea import ExternalAttention
+    default = ExternalAttention.chunk_tokens
+
+    def chunk512(model, on):
+        ExternalAttention.chunk_tokens = 512 if on else default
+    return _predict_ab(args, {"default": lambda model, on: None, "chunk512": chunk512}, "512 / default")
+
+
 def bench_head_paths(args):
     """The light head's inference paths ("fused"): the trunk's maps as channels-last views and the fusion conv before
     the resize (``zoo.heads.light_head``), against mmseg's ``SegformerHead.forward`` on contiguous NCHW maps
@@ -1280,6 +1294,8 @@ RUNS = [
                                  "{interleaved})", bench_head_paths),
     ("mlp-chunk", "mlp_chunk", "channel MLP in row blocks (light-head predict, sizes {seg_sizes}, {interleaved})",
      bench_mlp_chunk),
+    ("ea-chunk", "ea_chunk", "ea's token blocks, default vs 512 (light-head predict, sizes {seg_sizes}, "
+                             "{interleaved})", bench_ea_chunk),
     ("mlp-gelu", "mlp_gelu", "the MLP's GELU in place (light-head predict, sizes {seg_sizes}, {interleaved})",
      bench_mlp_gelu),
     ("seg", "seg", "seg end to end (heads {seg_heads}, sizes {seg_sizes}, mixers {seg_mixers})", bench_seg),

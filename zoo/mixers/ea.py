@@ -114,8 +114,11 @@ class ExternalAttention(nn.Module):
         self.proj = nn.Linear(dim * expansion, dim)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    # Tokens per block of the fused forward: a (block x 4h*S) float32 block of a few MB stays in cache.
-    chunk_tokens = 512
+    # Tokens per block of the fused forward: a (block x 4h*S) float32 block of a few MB stays in cache. 1,024 rather
+    # than 512: on the 2-core Zen 3 EPYC the mixer alone at 4,097 tokens took 0.96x the time, and the segmentor's
+    # predict 0.98-1.00x at 1024 and 2048 px (`tools/benchmark.py --only ea-chunk`, two runs; docs/BENCHMARKS.md "The
+    # FLOP ceiling of the ratios"); the earlier runs on an AVX-512 EPYC put 512 and 1,024 within their noise.
+    chunk_tokens = 1024
 
 
     def folded_weights(self):
