@@ -181,3 +181,24 @@ def test_generator_states_round_trip_through_a_weights_only_checkpoint(tmp_path)
     first = draw()
     set_rng_state(load_torch(str(tmp_path / "c.pth"))["meta"]["rng_state"])  # the zoo's weights_only reader
     assert draw() == first
+
+
+def test_fast_resume_says_why_it_leaves_mmengines_advance_alone(monkeypatch):
+    from types import SimpleNamespace
+
+    from mmengine.dataset import DefaultSampler, InfiniteSampler
+    from torch.utils.data import DataLoader
+
+    import tasks.common.hooks as H
+    hook, data = H.FastResumeHook(), list(range(8))
+
+    def loop(**kw):
+        loader = DataLoader(data, batch_size=2, **kw)
+        return SimpleNamespace(dataloader=loader, dataloader_iterator=SimpleNamespace(_iterator=iter(loader)))
+    infinite = dict(sampler=InfiniteSampler(data, seed=0))
+    assert hook._why_not(loop(**infinite), {"torch": None}) is None
+    assert "no generator states" in hook._why_not(loop(**infinite), None)
+    assert "worker processes" in hook._why_not(loop(num_workers=1, **infinite), {})
+    assert "not an InfiniteSampler" in hook._why_not(loop(sampler=DefaultSampler(data, seed=0)), {})
+    monkeypatch.setattr(H, "get_world_size", lambda: 2)
+    assert "several processes" in hook._why_not(loop(**infinite), {})
