@@ -1,5 +1,7 @@
 """A run killed after N iterations and resumed with ``tools/train.py --resume`` ends with the same weights as an
-uninterrupted run (mmengine's IterBasedTrainLoop replays the sampler's order; optimizer and lr schedule resume)."""
+uninterrupted run: the classifier through mmengine's advance (it replays the sampler's order; optimizer and lr
+schedule resume), the scenes recipe through ``FastResumeHook`` (no batch read again, the random generators given
+back: equal to the last bit, where mmengine's own resume is not)."""
 import os
 import shutil
 import subprocess

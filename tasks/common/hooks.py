@@ -137,8 +137,8 @@ class FastResumeHook(Hook):
     mmengine's ``IterBasedTrainLoop`` resumes at iteration N by loading and transforming the N batches already
     trained on ("Advance dataloader N steps"), so that the augmentations after them draw what they drew before (for
     12,000 batches of 16 scenes, 5 min 45 s on one core of the 2-core EPYC beside another training), and the run
-    still goes on differently from the one that was not stopped: torch's generator (dropout, drop path) starts again from the seed, and the validation
-    after the checkpoint drew from it too.
+    still goes on differently from the one that was not stopped: torch's generator (dropout, drop path) starts
+    again from the seed, and the validation after the checkpoint drew from it too.
 
     This hook writes the generators' states (``rng_state``) into every checkpoint's ``meta["rng_state"]``. On resume
     from such a checkpoint it takes the N batches' indices from the sampler without reading any image (while the
