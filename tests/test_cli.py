@@ -12,6 +12,17 @@ def test_list_and_info(capsys):
     assert info["mixer"] == "ea" and info["embed_dim"] == 64 and info["params"] > 0
 
 
+def test_info_of_a_tag_shows_its_entry_and_the_architecture_its_weights_need(capsys):
+    import zoo
+    assert main(["info", "ea_vit_micro.cls_fmnist"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    entry = zoo.registry.pretrained_cfg("ea_vit_micro.cls_fmnist")
+    assert info["pretrained_cfg"] == entry.to_dict() and info["task"] == "cls"
+    assert info["params"] == entry.num_params  # built with the entry's args (28 px, 1 channel, 10 classes)
+    assert main(["info", "ea_vit_micro.cls_fmnst"]) == 2
+    assert "ea_vit_micro.cls_fmnist" in capsys.readouterr().err
+
+
 def test_unknown_name_is_an_error_with_matches(capsys):
     assert main(["info", "ea_vit_tny"]) == 2
     assert "ea_vit_tiny" in capsys.readouterr().err

@@ -4,6 +4,7 @@
     zoo pretrained [PATTERN] [--task seg]        # table: tag, params, dataset, metric
     zoo mixers
     zoo info ea_vit_base [--task cls]
+    zoo info ea_vit_micro.seg_scenes             # a tag: also its entry (dataset, metrics, source)
     zoo predict sa_vit_micro.cls_fmnist shirt.png [--top 5]      # classes and probabilities
     zoo predict ea_vit_micro.seg_scenes scene.jpg --out labels/   # label maps as palette PNGs
 
@@ -47,12 +48,23 @@ def _mixers(args):
 
 
 def _info(args):
-    info = registry.model_info(args.name)
-    model = registry.build(args.name, task=args.task, **json.loads(args.args))
+    """A model name: its architecture (built for ``--task`` with ``--args``). A pretrained tag: the same for the
+    architecture the weights need, plus the tag's entry (``PretrainedCfg``: dataset, metrics, source, Hub id, ...);
+    nothing is downloaded."""
+    entry = None
+    if "." in args.name:  # a tag, e.g. ea_vit_micro.seg_scenes
+        entry = registry.pretrained_cfg(args.name)
+        name, task, kwargs = entry.model, entry.task, {**entry.args, **json.loads(args.args)}
+    else:
+        name, task, kwargs = args.name, args.task, json.loads(args.args)
+    info = registry.model_info(name)
+    model = registry.build(name, task=task, **kwargs)
     n = sum(p.numel() for p in model.parameters())
-    print(json.dumps(dict(name=args.name, task=model.zoo_config["task"], **info, **registry.ARCHS[info["arch"]][0][info["size"]],
-                          params=n, paper=mixers.list_mixers()[info["mixer"]],
-                          pretrained=registry.list_pretrained(f"{args.name}.*")), indent=2))
+    out = dict(name=name, task=model.zoo_config["task"], **info, **registry.ARCHS[info["arch"]][0][info["size"]],
+               params=n, paper=mixers.list_mixers()[info["mixer"]], pretrained=registry.list_pretrained(f"{name}.*"))
+    if entry is not None:
+        out["pretrained_cfg"] = entry.to_dict()
+    print(json.dumps(out, indent=2))
 
 
 def _predict(args):
@@ -137,8 +149,8 @@ def main(argv=None):
     q.add_argument("--task", default=None)
     q.set_defaults(func=_pretrained)
     sub.add_parser("mixers", help="mixer codes and their papers").set_defaults(func=_mixers)
-    q = sub.add_parser("info", help="size, parameter count and weights of one model")
-    q.add_argument("name")
+    q = sub.add_parser("info", help="size, parameter count and weights of one model or pretrained tag")
+    q.add_argument("name", help="model name (ea_vit_base) or pretrained tag (ea_vit_micro.seg_scenes)")
     q.add_argument("--task", default="cls")
     q.add_argument("--args", default="{}", help='task arguments as JSON, e.g. \'{"img_size": 32}\'')
     q.set_defaults(func=_info)
