@@ -386,6 +386,35 @@ def test_remeasure_throughput_replaces_only_the_throughput(tmp_path, monkeypatch
         t["batch"] / t["median_s"], rel=1e-3)
 
 
+def test_make_weights_refine_resumes_a_stopped_head_training_only_with_resume(tmp_path, monkeypatch):
+    """A work folder whose affinity folder holds only the head's training state: ``--resume`` keeps it and passes
+    ``--resume`` to ``tasks.seg.affinity`` (which goes on from it, tests/test_seg_affinity.py); without it the folder
+    is cleared and the head trains from the start."""
+    import shutil
+    tag = "sa_vit_micro.seg_scenes"
+    if tag not in TAGS:
+        pytest.skip("no bundled seg checkpoint in this checkout")
+    mw = _make_weights()
+    out, work = tmp_path / "pretrained", tmp_path / "w"
+    shutil.copytree(os.path.join(ROOT, "pretrained", tag), out / tag)
+    commands = []
+
+    def run(cmd, log, env):
+        commands.append(cmd)
+        raise KeyboardInterrupt  # stop where the head would train
+    monkeypatch.setattr(mw, "_run", run)
+    monkeypatch.setattr(mw, "_data_roots", lambda config: ("scenes", "scenes"))
+    for resume in (True, False):
+        state = work / tag / "affinity" / "train_state.pt"
+        state.parent.mkdir(parents=True, exist_ok=True)
+        state.write_bytes(b"state")
+        args = mw.parse_args(["--out", str(out), "--work-root", str(work), "--refine-only"]
+                             + (["--resume"] if resume else []))
+        with pytest.raises(KeyboardInterrupt):
+            mw.refine(tag, "configs/seg/x.py", args)
+        assert ("--resume" in commands[-1]) == resume and state.exists() == resume
+
+
 def test_make_weights_refine_only_publishes_the_refined_segmentor_in_its_place(tmp_path, monkeypatch):
     """``--refine-only`` on a published seg folder: the affinity head is trained on the frozen segmentor (a few steps
     on written scenes here), the walk chosen on the tuning scenes, and the folder with both is tested by

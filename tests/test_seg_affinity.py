@@ -306,3 +306,46 @@ def test_the_radius_of_a_head_is_read_back_from_its_offsets():
     assert affinity._radius_of(affinity.NEIGHBOURS) == 1 and isinstance(affinity._radius_of(affinity.NEIGHBOURS), int)
     with pytest.raises(ValueError, match="not the neighbours within any radius"):
         affinity._radius_of(((0, 1), (1, 1)))  # a diagonal without the lower neighbour
+
+
+def test_an_interrupted_head_training_resumes_to_the_same_head_bit_for_bit(tmp_path, one_thread, monkeypatch):
+    import zoo
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from make_scenes import make_scenes
+    make_scenes(tmp_path, seed=3, num_train=8, num_val=1, size=64)
+    frozen = affinity._Frozen(zoo.load("sa_vit_micro.seg_scenes"))
+    x, y = affinity._load(str(tmp_path), "training", frozen.model)
+    kw = dict(iters=6, batch=4, lr=5e-3, channels=8)
+    whole = affinity.train(frozen, x, y, **kw).state_dict()
+
+    state = str(tmp_path / "train_state.pt")
+    real, calls = affinity.affinity_loss, []
+
+    def stop_at_the_fifth_step(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(affinity, "affinity_loss", stop_at_the_fifth_step)
+    with pytest.raises(KeyboardInterrupt):
+        affinity.train(frozen, x, y, state_path=state, save_every=2, **kw)
+    assert torch.load(state, weights_only=True)["step"] == 4  # the last state before the stop
+    with pytest.raises(ValueError, match="differs in lr"):
+        affinity.train(frozen, x, y, state_path=state, save_every=2, **{**kw, "lr": 1e-3})
+    monkeypatch.setattr(affinity, "affinity_loss", real)
+    calls.clear()
+    resumed = affinity.train(frozen, x, y, state_path=state, save_every=2, **kw).state_dict()
+    assert resumed.keys() == whole.keys() and all(torch.equal(resumed[k], whole[k]) for k in whole)
+    assert not os.path.exists(state)  # the finished head replaces its state
+
+    # through analyse: a folder left with only the state is refused without resume, with a hint, and resumed with it
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setattr(affinity, "affinity_loss", stop_at_the_fifth_step)
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        affinity.train(frozen, x, y, state_path=str(out / affinity.STATE_FILE), save_every=2, **kw)
+    monkeypatch.setattr(affinity, "affinity_loss", real)
+    with pytest.raises(FileExistsError, match="or resume=True"):
+        affinity.analyse("sa_vit_micro.seg_scenes", str(out), data_root=str(tmp_path), train_root=str(tmp_path))

@@ -25,7 +25,8 @@ only the Fashion-MNIST classifier's scores.
 ``--resume`` goes on with stopped trainings from their last checkpoints instead of starting again; the record joins
 the runs' curves at that checkpoint and counts the stopped runs' time up to it (``resumed``; its ``exact`` says
 whether the checkpoint held the random generators' states, with which the resumed run repeats an unbroken one:
-``FastResumeHook``).
+``FastResumeHook``). With ``--refine`` / ``--refine-only`` it also goes on with a stopped affinity head training
+from its state of the last 500 steps (``tasks.seg.affinity.train``), to the same head bit for bit.
 
 ``--package-only`` redoes steps 3-4 from the finished trainings in the work dirs (after a change to the card or
 the config.json layout), without training again (and without testing again when the test metrics exist).
@@ -341,7 +342,11 @@ def refine(tag, config, args):
     if seg_cfg["args"].get("refine"):
         raise SystemExit(f"{out} is refined already; make the segmentor again first (its head trains on it)")
     staging, aff_dir = out + ".refined", osp.join(work_dir, "affinity")
-    for d in (staging, aff_dir):
+    from tasks.seg.affinity import STATE_FILE
+    # --resume goes on with a head training that stopped (its folder holds only its state, written every 500 steps);
+    # the state itself refuses another segmentor, other data or other settings.
+    resume = args.resume and osp.isdir(aff_dir) and os.listdir(aff_dir) == [STATE_FILE]
+    for d in (staging,) if resume else (staging, aff_dir):
         shutil.rmtree(d, ignore_errors=True)
     os.makedirs(work_dir, exist_ok=True)
     r, (train_root, test_root) = REFINE, _data_roots(config)
@@ -349,7 +354,7 @@ def refine(tag, config, args):
           "--iters", str(r["iters"]), "--train-data", train_root, "--train-scenes", str(r["train_scenes"]),
           "--data", test_root,
           "--tune-data", r["tune_data"], "--tune-first", str(r["tune_first"]), "--tune-scenes", str(r["tune_scenes"]),
-          "--seed", str(args.seed), "--save-refined", staging], log, env)
+          "--seed", str(args.seed), "--save-refined", staging] + (["--resume"] if resume else []), log, env)
     card_metrics = _test_published(tag, config, staging, work_dir, args, log, env, name="refined_metrics")
     folder = hub.read_config(osp.join(staging, "config.json"))
     with open(card_metrics) as f:

@@ -39,6 +39,7 @@ from zoo.layers.affinity import (NEIGHBOURS, AffinityHead, affinity_loss, affini
 BETAS = (8, 16, 32, 64)
 STEPS = (100, 200, 400, 800)
 THRESHOLDS = (0.5, 0.9, 0.97, 0.99)
+STATE_FILE = "train_state.pt"  # the head's training state in the output folder while it trains (``train``)
 
 
 def affinity_regions(affinity, mask, threshold=0.5, offsets=NEIGHBOURS):
@@ -112,16 +113,46 @@ def _load(data_root, split, model, first=0, num=None):
     return torch.cat(x), torch.from_numpy(np.stack(gts).astype(np.int64))
 
 
-def train(frozen, x, y, iters=3000, batch=16, lr=2e-3, channels=32, seed=0, log=None, offsets=NEIGHBOURS):
+def _fingerprint(frozen, x, y):
+    """What a resumed head training must find unchanged: the frozen segmentor's weights and the training data (sums
+    in float64, cheap next to one step)."""
+    params = sum(float(p.double().sum()) for p in frozen.model.parameters())
+    return dict(segmentor=params, scenes=len(x), images=float(x.double().sum()), labels=int(y.sum()))
+
+
+def train(frozen, x, y, iters=3000, batch=16, lr=2e-3, channels=32, seed=0, log=None, offsets=NEIGHBOURS,
+          state_path=None, save_every=500):
     """An ``AffinityHead`` trained ``iters`` steps on (x, y) (normalised images, label maps) with the segmentor
-    ``frozen``: AdamW, one-cycle schedule, random horizontal flips; deterministic for a seed and thread count."""
+    ``frozen``: AdamW, one-cycle schedule, random horizontal flips; deterministic for a seed and thread count.
+
+    With ``state_path``, the training state (head, optimiser, schedule, the sampling generator, the log, the step) is
+    written there every ``save_every`` steps, and a training that finds one there goes on from it: the head it ends
+    with is the one an uninterrupted run makes, bit for bit. The file is removed when the head is done; a state from
+    other settings, another segmentor or other data is refused."""
     torch.manual_seed(seed)
     head = AffinityHead(frozen.channels, channels, offsets=offsets)
     opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=iters)
     gen = torch.Generator().manual_seed(seed)
-    t0 = time.time()
-    for it in range(iters):
+    log = [] if log is None else log
+    start, elapsed, setting = 0, 0.0, None
+    if state_path is not None:
+        setting = dict(iters=iters, batch=batch, lr=lr, channels=channels, seed=seed,
+                       offsets=[list(o) for o in offsets], **_fingerprint(frozen, x, y))
+        if os.path.isfile(state_path):
+            state = torch.load(state_path, map_location="cpu", weights_only=True)
+            if state["setting"] != setting:
+                differ = sorted(k for k in setting if state["setting"].get(k) != setting[k])
+                raise ValueError(f"{state_path} is the state of another training (it differs in {', '.join(differ)}); "
+                                 f"give a new folder, or the settings it was made with")
+            head.load_state_dict(state["head"])
+            opt.load_state_dict(state["optimizer"])
+            sched.load_state_dict(state["schedule"])
+            gen.set_state(state["generator"])
+            start, elapsed = state["step"], state["seconds"]
+            log[:] = state["log"]
+    t0 = time.time() - elapsed
+    for it in range(start, iters):
         b = torch.randint(len(x), (batch,), generator=gen)
         xb, yb = x[b], y[b]
         flip = torch.rand(batch, generator=gen) < 0.5
@@ -132,8 +163,15 @@ def train(frozen, x, y, iters=3000, batch=16, lr=2e-3, channels=32, seed=0, log=
         loss.backward()
         opt.step()
         sched.step()
-        if log is not None and (it + 1) % 500 == 0:
+        if (it + 1) % 500 == 0:
             log.append(dict(iter=it + 1, loss=float(loss.detach()), seconds=round(time.time() - t0, 1)))
+        if state_path is not None and (it + 1) % save_every == 0 and it + 1 < iters:
+            state = dict(setting=setting, step=it + 1, seconds=time.time() - t0, log=log, head=head.state_dict(),
+                         optimizer=opt.state_dict(), schedule=sched.state_dict(), generator=gen.get_state())
+            torch.save(state, state_path + ".tmp")
+            os.replace(state_path + ".tmp", state_path)  # a stop while writing keeps the previous state
+    if state_path is not None and os.path.isfile(state_path):
+        os.remove(state_path)
     return head.eval()
 
 
@@ -219,22 +257,27 @@ def save_refined(model, out_dir, record):
 
 def analyse(segmentor, out_dir, data_root="data/fashion_scenes", train_root="data/fashion_scenes40k",
             train_scenes=10000, tune_root="data/fashion_scenes80k", tune_first=40000, tune_scenes=500, iters=3000,
-            seed=0, betas=BETAS, steps=STEPS, head_path=None, radius=1, refined_dir=None):
+            seed=0, betas=BETAS, steps=STEPS, head_path=None, radius=1, refined_dir=None, resume=False):
     """Train the head on ``segmentor`` (a scenes tag or folder) for the neighbours within ``radius``, or read a trained
     one from ``head_path``, choose beta and steps on the tuning scenes, score the validation scenes; the hard
     ``region_labels`` are chosen and scored the same way beside them. Writes ``out_dir/affinity_head.pt`` and returns
     the record. With ``refined_dir``, also the segmentor with the head and the chosen walk as a published folder
-    there (``save_refined``)."""
+    there (``save_refined``). The head's training state is kept in ``out_dir/train_state.pt`` while it trains; with
+    ``resume``, a folder holding only that state goes on from it (``train``)."""
     import zoo
+    state_path = os.path.join(out_dir, STATE_FILE)
     for d in (out_dir, refined_dir):
-        if d and os.path.isdir(d) and os.listdir(d):
-            raise FileExistsError(f"{d} is not empty; give a new folder (nothing is overwritten)")
+        left = sorted(os.listdir(d)) if d and os.path.isdir(d) else []
+        if left and not (resume and d == out_dir and left == [STATE_FILE]):
+            hint = (", or resume=True (--resume) to go on with its head's training" if left == [STATE_FILE] else "")
+            raise FileExistsError(f"{d} is not empty; give a new folder (nothing is overwritten){hint}")
     seg = zoo.load(segmentor)
     frozen = _Frozen(seg)
     log, offsets = [], offsets_within(radius)
     if head_path is None:
         x, y = _load(train_root, "training", seg, 0, train_scenes)
-        head = train(frozen, x, y, iters=iters, seed=seed, log=log, offsets=offsets)
+        os.makedirs(out_dir, exist_ok=True)
+        head = train(frozen, x, y, iters=iters, seed=seed, log=log, offsets=offsets, state_path=state_path)
         del x, y
     else:  # the training record stays with the run that trained it
         head = AffinityHead(frozen.channels, offsets=offsets)
@@ -303,9 +346,12 @@ if __name__ == "__main__":
     p.add_argument("--save-refined", metavar="DIR", help="also write the segmentor with the head and the chosen walk "
                                                          "as a published folder (score it with tools/test.py "
                                                          "--pretrained local-dir:DIR)")
+    p.add_argument("--resume", action="store_true", help="--out holds the state of an interrupted head training "
+                                                             "(train_state.pt, written every 500 steps): go on from it")
     a = p.parse_args()
     rec = analyse(a.segmentor, a.out, a.data, a.train_data, a.train_scenes, a.tune_data, a.tune_first,
-                  a.tune_scenes, a.iters, a.seed, tuple(a.betas), tuple(a.steps), a.head, a.radius, a.save_refined)
+                  a.tune_scenes, a.iters, a.seed, tuple(a.betas), tuple(a.steps), a.head, a.radius, a.save_refined,
+                  a.resume)
     print(json.dumps(errors.rounded(dict(chosen=rec["chosen"], tuning=rec["tuning"],
                                          validation={k: (v["mIoU"] if isinstance(v, dict) else v)
                                                      for k, v in rec["validation"].items()})), indent=1))
