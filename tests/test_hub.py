@@ -80,6 +80,24 @@ def test_save_pretrained_writes_weights_config_and_card(tmp_path):
     assert cfg["metrics"] == {"accuracy/top1": 84.25}
 
 
+def test_save_pretrained_writes_a_published_folder_again_but_never_over_a_users_files(tmp_path):
+    model = micro()
+    zoo.save_pretrained(model, tmp_path / "out")
+    with torch.no_grad():
+        model.head.bias.add_(1)
+    zoo.save_pretrained(model, tmp_path / "out")  # a published folder is written again, as transformers does
+    assert torch.equal(load_file(str(tmp_path / "out" / "model.safetensors"))["head.bias"], model.head.bias)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("my project")
+    with pytest.raises(hub.HubError, match="holds README.md but is not a published zoo folder"):
+        zoo.save_pretrained(model, project)
+    assert os.listdir(project) == ["README.md"] and (project / "README.md").read_text() == "my project"
+    (project / "config.json").write_text('{"model_type": "bert"}')  # another library's folder
+    with pytest.raises(hub.HubError, match="lacks name/task/args"):
+        zoo.save_pretrained(model, project)
+
+
 def test_model_card_front_matter_is_valid_and_data_driven(tmp_path):
     import yaml
     from huggingface_hub import ModelCard

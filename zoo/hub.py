@@ -239,7 +239,9 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
 
     Args:
         model: A zoo model (built by ``zoo.load``; its ``zoo_config`` says how to rebuild it).
-        save_dir: Folder to write (created if needed; the three files are overwritten).
+        save_dir: Folder to write (created if needed). A folder written before by ``save_pretrained`` is written
+            again (its three files replaced, as ``transformers`` does); a folder holding any of those file names
+            without being one (e.g. a project's own ``README.md``) is refused, so nothing of the user's is lost.
         metrics, dataset, config_name, label_names, tag, input_spec, license, extra: See ``make_config``.
         dtype: Store floating tensors in this precision (``torch.float16`` / ``"float16"``, ``"bfloat16"``); by
             default as the model holds them. A tensor outside that precision's range (float16 stops at 65504: e.g.
@@ -254,6 +256,7 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
 
     cfg = make_config(model, tag=tag, dataset=dataset, metrics=metrics, config_name=config_name,
                       label_names=label_names, input_spec=input_spec, license=license, extra=extra)
+    _check_writable(save_dir)
     os.makedirs(save_dir, exist_ok=True)
     # Clone: safetensors refuses tensors that share storage, and a clone also drops any view/offset.
     cast = _float_dtype(dtype)
@@ -278,6 +281,19 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
     with open(os.path.join(save_dir, CARD_NAME), "w") as f:
         f.write(cards.model_card(cfg))
     return cfg
+
+
+def _check_writable(save_dir):
+    """Refuse to write over files in ``save_dir`` that a ``save_pretrained`` did not write (a ``config.json`` that
+    ``read_config`` accepts marks a published folder)."""
+    present = [f for f in PUBLISHED_FILES if os.path.exists(os.path.join(save_dir, f))]
+    if not present:
+        return
+    try:
+        read_config(os.path.join(save_dir, CONFIG_NAME))
+    except HubError as e:
+        raise HubError(f"{save_dir} holds {', '.join(present)} but is not a published zoo folder ({e}); "
+                       f"nothing was written: save into a new or empty folder") from None
 
 
 def _stored(tensor, cast):
