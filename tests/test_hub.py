@@ -554,3 +554,10 @@ def test_a_tensor_beyond_float16_keeps_its_precision(tmp_path):
     assert cfg["weights"]["dtype"] == ["float16", "float32", "int64"]
     loaded = zoo.load(f"local-dir:{tmp_path}").state_dict()
     assert torch.isfinite(loaded[name]).all() and torch.equal(loaded[name], bn.running_var)
+
+
+@pytest.mark.parametrize("name", ["hf-hub:", "hf-hub:org", "hf-hub:a/b/c", "hf-hub:/name", "hf-hub:org/name@"])
+def test_a_malformed_hub_name_is_refused_before_any_download(name):
+    with pytest.raises(hub.HubError, match="expected hf-hub:org/name or hf-hub:org/name@revision"):
+        hub.parse_name(name)
+    assert hub.parse_name("hf-hub:org/name@v1") == ("hf-hub", "org/name", "v1")

@@ -100,8 +100,8 @@ def parse_name(name):
     """Split ``hf-hub:org/name[@revision]`` or ``local-dir:/path`` into ``(kind, target, revision)``."""
     if name.startswith("hf-hub:"):
         ref = name[len("hf-hub:"):]
-        repo_id, _, revision = ref.partition("@")
-        if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        repo_id, at, revision = ref.partition("@")
+        if repo_id.count("/") != 1 or not all(repo_id.split("/")) or (at and not revision):
             raise HubError(f"{name!r}: expected hf-hub:org/name or hf-hub:org/name@revision")
         return "hf-hub", repo_id, (revision or None)
     if name.startswith("local-dir:"):
