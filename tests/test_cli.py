@@ -21,6 +21,8 @@ def test_info_of_a_tag_shows_its_entry_and_the_architecture_its_weights_need(cap
     assert info["params"] == entry.num_params  # built with the entry's args (28 px, 1 channel, 10 classes)
     assert main(["info", "ea_vit_micro.cls_fmnst"]) == 2
     assert "ea_vit_micro.cls_fmnist" in capsys.readouterr().err
+    assert main(["info", "ea_vit_micro.cls_fmnist", "--task", "seg"]) == 2
+    assert "holds cls weights, not seg; drop --task" in capsys.readouterr().err
 
 
 def test_unknown_name_is_an_error_with_matches(capsys):

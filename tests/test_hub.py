@@ -90,12 +90,23 @@ def test_save_pretrained_writes_a_published_folder_again_but_never_over_a_users_
     project = tmp_path / "project"
     project.mkdir()
     (project / "README.md").write_text("my project")
-    with pytest.raises(hub.HubError, match="holds README.md but is not a published zoo folder"):
+    with pytest.raises(hub.HubError, match="holds README.md but is not a folder written by the zoo"):
         zoo.save_pretrained(model, project)
     assert os.listdir(project) == ["README.md"] and (project / "README.md").read_text() == "my project"
     (project / "config.json").write_text('{"model_type": "bert"}')  # another library's folder
-    with pytest.raises(hub.HubError, match="lacks name/task/args"):
+    with pytest.raises(hub.HubError, match="holds config.json, README.md but is not a folder written by the zoo"):
         zoo.save_pretrained(model, project)
+    zoo.save_pretrained(model, project, overwrite=True)  # asked for (tools/convert.py --force)
+    assert json.loads((project / "config.json").read_text())["name"] == "ff_vit_micro"
+    # a save that stopped before its config.json, or one of a newer format version, is the zoo's: written again
+    for stopped in (tmp_path / "stopped", tmp_path / "newer"):
+        zoo.save_pretrained(model, stopped)
+    (tmp_path / "stopped" / "config.json").unlink()
+    cfg = json.loads((tmp_path / "newer" / "config.json").read_text())
+    (tmp_path / "newer" / "config.json").write_text(json.dumps({**cfg, "format_version": 99}))
+    for stopped in (tmp_path / "stopped", tmp_path / "newer"):
+        zoo.save_pretrained(model, stopped)
+        assert hub.read_config(str(stopped / "config.json"))["format_version"] == hub.FORMAT_VERSION
 
 
 def test_model_card_front_matter_is_valid_and_data_driven(tmp_path):

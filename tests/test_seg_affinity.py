@@ -308,44 +308,85 @@ def test_the_radius_of_a_head_is_read_back_from_its_offsets():
         affinity._radius_of(((0, 1), (1, 1)))  # a diagonal without the lower neighbour
 
 
+@pytest.mark.skipif(not os.path.isdir(FASHION_MNIST_ROOT), reason="Fashion-MNIST not installed (make data)")
 def test_an_interrupted_head_training_resumes_to_the_same_head_bit_for_bit(tmp_path, one_thread, monkeypatch):
+    import functools
+
     import zoo
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     from make_scenes import make_scenes
-    make_scenes(tmp_path, seed=3, num_train=8, num_val=1, size=64)
+    make_scenes(tmp_path / "scenes", seed=3, num_train=8, num_val=2, size=64)
+    root = str(tmp_path / "scenes")
     frozen = affinity._Frozen(zoo.load("sa_vit_micro.seg_scenes"))
-    x, y = affinity._load(str(tmp_path), "training", frozen.model)
+    x, y = affinity._load(root, "training", frozen.model)
     kw = dict(iters=6, batch=4, lr=5e-3, channels=8)
     whole = affinity.train(frozen, x, y, **kw).state_dict()
+
+    def same(head):
+        return head.keys() == whole.keys() and all(torch.equal(head[k], whole[k]) for k in whole)
 
     state = str(tmp_path / "train_state.pt")
     real, calls = affinity.affinity_loss, []
 
-    def stop_at_the_fifth_step(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 5:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
+    def stop_at(step):
+        def loss(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == step:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+        calls.clear()
+        return loss
 
-    monkeypatch.setattr(affinity, "affinity_loss", stop_at_the_fifth_step)
+    monkeypatch.setattr(affinity, "affinity_loss", stop_at(5))
     with pytest.raises(KeyboardInterrupt):
         affinity.train(frozen, x, y, state_path=state, save_every=2, **kw)
     assert torch.load(state, weights_only=True)["step"] == 4  # the last state before the stop
     with pytest.raises(ValueError, match="differs in lr"):
         affinity.train(frozen, x, y, state_path=state, save_every=2, **{**kw, "lr": 1e-3})
-    monkeypatch.setattr(affinity, "affinity_loss", real)
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(ValueError, match="differs in threads"):
+            affinity.train(frozen, x, y, state_path=state, save_every=2, **kw)
+    finally:
+        torch.set_num_threads(1)
+    with pytest.raises(ValueError, match="differs in labels"):
+        affinity.train(frozen, x, y.flip(-1), state_path=state, save_every=2, **kw)
+    monkeypatch.setattr(affinity, "affinity_loss", stop_at(0))  # counts the steps, never stops
+    assert same(affinity.train(frozen, x, y, state_path=state, save_every=2, **kw).state_dict()) and len(calls) == 2
+    assert torch.load(state, weights_only=True)["step"] == 6  # the finished training's state: no step left
     calls.clear()
-    resumed = affinity.train(frozen, x, y, state_path=state, save_every=2, **kw).state_dict()
-    assert resumed.keys() == whole.keys() and all(torch.equal(resumed[k], whole[k]) for k in whole)
-    assert not os.path.exists(state)  # the finished head replaces its state
+    assert same(affinity.train(frozen, x, y, state_path=state, save_every=2, **kw).state_dict()) and not calls
 
-    # through analyse: a folder left with only the state is refused without resume, with a hint, and resumed with it
+    # through analyse (its head trains with the iters, batch, lr and channels above): stopped while the head trains,
+    # the folder is refused without resume (with the hint) and finished with it, to the head of an unbroken analyse;
+    # stopped while it scores, it is finished without training again
+    ana = dict(data_root=root, train_root=root, train_scenes=8, tune_root=root, tune_first=4, tune_scenes=2, iters=6,
+               betas=(8,), steps=(2,))
+    monkeypatch.setattr(affinity, "train", functools.partial(affinity.train, batch=4, lr=5e-3, channels=8,
+                                                             save_every=2))
+    monkeypatch.setattr(affinity, "affinity_loss", stop_at(5))
     out = tmp_path / "out"
-    out.mkdir()
-    monkeypatch.setattr(affinity, "affinity_loss", stop_at_the_fifth_step)
-    calls.clear()
     with pytest.raises(KeyboardInterrupt):
-        affinity.train(frozen, x, y, state_path=str(out / affinity.STATE_FILE), save_every=2, **kw)
-    monkeypatch.setattr(affinity, "affinity_loss", real)
+        affinity.analyse("sa_vit_micro.seg_scenes", str(out), **ana)
+    assert os.listdir(out) == [affinity.STATE_FILE] and affinity.resumable(str(out))
     with pytest.raises(FileExistsError, match="or resume=True"):
-        affinity.analyse("sa_vit_micro.seg_scenes", str(out), data_root=str(tmp_path), train_root=str(tmp_path))
+        affinity.analyse("sa_vit_micro.seg_scenes", str(out), **ana)
+    monkeypatch.setattr(affinity, "affinity_loss", stop_at(0))
+    rec = affinity.analyse("sa_vit_micro.seg_scenes", str(out), resume=True, **ana)
+    assert len(calls) == 2 and sorted(os.listdir(out)) == ["affinity_head.pt", "record.json"]
+    assert same(torch.load(out / "affinity_head.pt", weights_only=True))
+
+    out2, real_sweep = tmp_path / "out2", affinity.sweep
+
+    def stopped_sweep(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(affinity, "sweep", stopped_sweep)
+    with pytest.raises(KeyboardInterrupt):
+        affinity.analyse("sa_vit_micro.seg_scenes", str(out2), **ana)
+    assert sorted(os.listdir(out2)) == ["affinity_head.pt", affinity.STATE_FILE]
+    monkeypatch.setattr(affinity, "sweep", real_sweep)
+    calls.clear()
+    again = affinity.analyse("sa_vit_micro.seg_scenes", str(out2), resume=True, **ana)
+    import json
+    assert not calls and again["chosen"] == rec["chosen"]
+    assert json.dumps(again["validation"], sort_keys=True) == json.dumps(rec["validation"], sort_keys=True)  # NaNs

@@ -73,7 +73,7 @@ def main(argv=None):
                             layout=args.layout, key=args.key)
     os.makedirs(args.out, exist_ok=True)
     if importlib.util.find_spec("zoo.hub") is not None:
-        zoo.save_pretrained(model, args.out)
+        zoo.save_pretrained(model, args.out, overwrite=args.force)
     else:
         from safetensors.torch import save_file
         save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, weights,

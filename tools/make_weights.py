@@ -342,10 +342,10 @@ def refine(tag, config, args):
     if seg_cfg["args"].get("refine"):
         raise SystemExit(f"{out} is refined already; make the segmentor again first (its head trains on it)")
     staging, aff_dir = out + ".refined", osp.join(work_dir, "affinity")
-    from tasks.seg.affinity import STATE_FILE
-    # --resume goes on with a head training that stopped (its folder holds only its state, written every 500 steps);
-    # the state itself refuses another segmentor, other data or other settings.
-    resume = args.resume and osp.isdir(aff_dir) and os.listdir(aff_dir) == [STATE_FILE]
+    from tasks.seg.affinity import resumable
+    # --resume goes on from where a stopped refinement was (its head's training state, written every 500 steps and at
+    # the end of its training); the state itself refuses another segmentor, other data or other settings.
+    resume = args.resume and resumable(aff_dir)
     for d in (staging,) if resume else (staging, aff_dir):
         shutil.rmtree(d, ignore_errors=True)
     os.makedirs(work_dir, exist_ok=True)

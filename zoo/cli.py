@@ -48,21 +48,23 @@ def _mixers(args):
 
 
 def _info(args):
-    """A model name: its architecture (built for ``--task`` with ``--args``). A pretrained tag: the same for the
-    architecture the weights need, plus the tag's entry (``PretrainedCfg``: dataset, metrics, source, Hub id, ...);
-    nothing is downloaded."""
+    """A model name: its architecture (built for ``--task`` with ``--args``; ``params`` counts the built model). A
+    pretrained tag: the same for the architecture the weights need, plus the tag's entry (``PretrainedCfg``: dataset,
+    metrics, source, Hub id, ...; its ``num_params`` counts the published weights); nothing is downloaded."""
     entry = None
     if "." in args.name:  # a tag, e.g. ea_vit_micro.seg_scenes
         entry = registry.pretrained_cfg(args.name)
+        if args.task is not None and registry.resolve_task(args.task) != entry.task:
+            raise ValueError(f"{entry.tag} holds {entry.task} weights, not {args.task}; drop --task")
         name, task, kwargs = entry.model, entry.task, {**entry.args, **json.loads(args.args)}
     else:
-        name, task, kwargs = args.name, args.task, json.loads(args.args)
+        name, task, kwargs = args.name, args.task or "cls", json.loads(args.args)
     info = registry.model_info(name)
     model = registry.build(name, task=task, **kwargs)
     n = sum(p.numel() for p in model.parameters())
     out = dict(name=name, task=model.zoo_config["task"], **info, **registry.ARCHS[info["arch"]][0][info["size"]],
                params=n, paper=mixers.list_mixers()[info["mixer"]], pretrained=registry.list_pretrained(f"{name}.*"))
-    if entry is not None:
+    if entry is not None:  # its num_params counts the published weights (a GAN's: the EMA generator's)
         out["pretrained_cfg"] = entry.to_dict()
     print(json.dumps(out, indent=2))
 
@@ -151,7 +153,7 @@ def main(argv=None):
     sub.add_parser("mixers", help="mixer codes and their papers").set_defaults(func=_mixers)
     q = sub.add_parser("info", help="size, parameter count and weights of one model or pretrained tag")
     q.add_argument("name", help="model name (ea_vit_base) or pretrained tag (ea_vit_micro.seg_scenes)")
-    q.add_argument("--task", default="cls")
+    q.add_argument("--task", default=None, help="task of a model name (default cls); a tag has its own")
     q.add_argument("--args", default="{}", help='task arguments as JSON, e.g. \'{"img_size": 32}\'')
     q.set_defaults(func=_info)
     q = sub.add_parser("predict", help="run a pretrained checkpoint on image files (zoo.preprocess, then the model)")

@@ -234,14 +234,15 @@ def _metric_value(name, value):
 
 
 def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=None, label_names=None, tag=None,
-                    input_spec=None, license="apache-2.0", extra=None, dtype=None):
+                    input_spec=None, license="apache-2.0", extra=None, dtype=None, overwrite=False):
     """Write ``model`` as a published folder: ``model.safetensors``, ``config.json`` and ``README.md``.
 
     Args:
         model: A zoo model (built by ``zoo.load``; its ``zoo_config`` says how to rebuild it).
-        save_dir: Folder to write (created if needed). A folder written before by ``save_pretrained`` is written
-            again (its three files replaced, as ``transformers`` does); a folder holding any of those file names
-            without being one (e.g. a project's own ``README.md``) is refused, so nothing of the user's is lost.
+        save_dir: Folder to write (created if needed). A folder written before by the zoo is written again (its
+            three files replaced, as ``transformers`` does); a folder holding any of those file names without being
+            one (e.g. a project's own ``README.md``) is refused, so nothing of the user's is lost, unless
+            ``overwrite`` (``tools/convert.py --force``).
         metrics, dataset, config_name, label_names, tag, input_spec, license, extra: See ``make_config``.
         dtype: Store floating tensors in this precision (``torch.float16`` / ``"float16"``, ``"bfloat16"``); by
             default as the model holds them. A tensor outside that precision's range (float16 stops at 65504: e.g.
@@ -256,7 +257,8 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
 
     cfg = make_config(model, tag=tag, dataset=dataset, metrics=metrics, config_name=config_name,
                       label_names=label_names, input_spec=input_spec, license=license, extra=extra)
-    _check_writable(save_dir)
+    if not overwrite:
+        _check_writable(save_dir)
     os.makedirs(save_dir, exist_ok=True)
     # Clone: safetensors refuses tensors that share storage, and a clone also drops any view/offset.
     cast = _float_dtype(dtype)
@@ -284,16 +286,26 @@ def save_pretrained(model, save_dir, metrics=None, dataset=None, config_name=Non
 
 
 def _check_writable(save_dir):
-    """Refuse to write over files in ``save_dir`` that a ``save_pretrained`` did not write (a ``config.json`` that
-    ``read_config`` accepts marks a published folder)."""
+    """Refuse to write over files in ``save_dir`` that the zoo did not write: a folder is the zoo's when its
+    ``config.json`` is an object with ``name``, ``task`` and ``args`` (of any format version or model), or, for a save
+    that stopped before its ``config.json``, when its weights' header names a zoo model."""
     present = [f for f in PUBLISHED_FILES if os.path.exists(os.path.join(save_dir, f))]
     if not present:
         return
     try:
-        read_config(os.path.join(save_dir, CONFIG_NAME))
-    except HubError as e:
-        raise HubError(f"{save_dir} holds {', '.join(present)} but is not a published zoo folder ({e}); "
-                       f"nothing was written: save into a new or empty folder") from None
+        with open(os.path.join(save_dir, CONFIG_NAME)) as f:
+            cfg = json.load(f)
+        if isinstance(cfg, dict) and {"name", "task", "args"} <= set(cfg):
+            return
+    except (OSError, ValueError):
+        pass  # no config.json, or not JSON: the weights' header may still say whose folder it is
+    try:
+        if "zoo_name" in checkpoint.safetensors_metadata(os.path.join(save_dir, WEIGHTS_NAME)):
+            return
+    except (OSError, CheckpointError):
+        pass  # no weights file, or not safetensors: not the zoo's
+    raise HubError(f"{save_dir} holds {', '.join(present)} but is not a folder written by the zoo (no config.json "
+                   f"with name, task and args, no zoo weights); nothing was written: save into a new or empty folder")
 
 
 def _stored(tensor, cast):

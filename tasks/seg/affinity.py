@@ -114,13 +114,18 @@ def _load(data_root, split, model, first=0, num=None):
 
 
 def _fingerprint(frozen, x, y):
-    """What a resumed head training must find unchanged: the frozen segmentor's weights, the training labels and 256
-    of the images spread over them (float64 sums to 9 digits, so that the order of summation cannot matter)."""
-    def total(tensors):
-        return float(f"{sum(float(t.sum(dtype=torch.float64)) for t in tensors):.9g}")
+    """What a resumed head training must find unchanged, as sha256 digests of the raw bytes: the frozen segmentor's
+    state (weights and buffers), the training labels and 256 of the images spread over them."""
+    import hashlib
+
+    def digest(tensors):
+        h = hashlib.sha256()
+        for t in tensors:
+            h.update(t.detach().contiguous().numpy().tobytes())
+        return h.hexdigest()
     every = max(1, len(x) // 256)
-    return dict(segmentor=total(frozen.model.parameters()), scenes=len(x), images=total([x[::every]]),
-                labels=int(y.sum()))
+    return dict(segmentor=digest(frozen.model.state_dict().values()), scenes=len(x), images=digest([x[::every]]),
+                labels=digest([y]))
 
 
 def train(frozen, x, y, iters=3000, batch=16, lr=2e-3, channels=32, seed=0, log=None, offsets=NEIGHBOURS,
@@ -129,9 +134,12 @@ def train(frozen, x, y, iters=3000, batch=16, lr=2e-3, channels=32, seed=0, log=
     ``frozen``: AdamW, one-cycle schedule, random horizontal flips; deterministic for a seed and thread count.
 
     With ``state_path``, the training state (head, optimiser, schedule, the sampling generator, the log, the step) is
-    written there every ``save_every`` steps, and a training that finds one there goes on from it: the head it ends
-    with is the one an uninterrupted run makes, bit for bit. The file is removed when the head is done; a state from
-    other settings, another segmentor or other data is refused."""
+    written there every ``save_every`` steps and at the end, and a training that finds one there goes on from it
+    (from the end: no step at all): the head it ends with is the one an uninterrupted run makes, bit for bit. A state
+    from other settings, another thread count, another segmentor or other data is refused. The caller removes the
+    file when it no longer needs it (``analyse`` does once its record is written)."""
+    if save_every < 1:
+        raise ValueError(f"save_every must be a positive number of steps, got {save_every}")
     torch.manual_seed(seed)
     head = AffinityHead(frozen.channels, channels, offsets=offsets)
     opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=1e-4)
@@ -140,7 +148,7 @@ def train(frozen, x, y, iters=3000, batch=16, lr=2e-3, channels=32, seed=0, log=
     log = [] if log is None else log
     start, elapsed, setting = 0, 0.0, None
     if state_path is not None:
-        setting = dict(iters=iters, batch=batch, lr=lr, channels=channels, seed=seed,
+        setting = dict(iters=iters, batch=batch, lr=lr, channels=channels, seed=seed, threads=torch.get_num_threads(),
                        offsets=[list(o) for o in offsets], **_fingerprint(frozen, x, y))
         if os.path.isfile(state_path):
             state = torch.load(state_path, map_location="cpu", weights_only=True)
@@ -168,13 +176,11 @@ def train(frozen, x, y, iters=3000, batch=16, lr=2e-3, channels=32, seed=0, log=
         sched.step()
         if (it + 1) % 500 == 0:
             log.append(dict(iter=it + 1, loss=float(loss.detach()), seconds=round(time.time() - t0, 1)))
-        if state_path is not None and (it + 1) % save_every == 0 and it + 1 < iters:
+        if state_path is not None and ((it + 1) % save_every == 0 or it + 1 == iters):
             state = dict(setting=setting, step=it + 1, seconds=time.time() - t0, log=log, head=head.state_dict(),
                          optimizer=opt.state_dict(), schedule=sched.state_dict(), generator=gen.get_state())
             torch.save(state, state_path + ".tmp")
             os.replace(state_path + ".tmp", state_path)  # a stop while writing keeps the previous state
-    if state_path is not None and os.path.isfile(state_path):
-        os.remove(state_path)
     return head.eval()
 
 
@@ -265,15 +271,18 @@ def analyse(segmentor, out_dir, data_root="data/fashion_scenes", train_root="dat
     one from ``head_path``, choose beta and steps on the tuning scenes, score the validation scenes; the hard
     ``region_labels`` are chosen and scored the same way beside them. Writes ``out_dir/affinity_head.pt`` and returns
     the record. With ``refined_dir``, also the segmentor with the head and the chosen walk as a published folder
-    there (``save_refined``). The head's training state is kept in ``out_dir/train_state.pt`` while it trains; with
-    ``resume``, a folder holding only that state goes on from it (``train``)."""
+    there (``save_refined``). The head's training state stays in ``out_dir/train_state.pt`` until the record is
+    written; with ``resume``, a folder that a stopped ``analyse`` left (``resumable``) goes on from that state: the
+    rest of the training, or none when it had finished (``train``)."""
     import zoo
     state_path = os.path.join(out_dir, STATE_FILE)
     for d in (out_dir, refined_dir):
         left = sorted(os.listdir(d)) if d and os.path.isdir(d) else []
-        if left and not (resume and d == out_dir and left == [STATE_FILE]):
-            hint = (", or resume=True (--resume) to go on with its head's training" if left == [STATE_FILE] else "")
+        if left and not (resume and d == out_dir and resumable(d)):
+            hint = ", or resume=True (--resume) to go on from its head's training state" if resumable(d) else ""
             raise FileExistsError(f"{d} is not empty; give a new folder (nothing is overwritten){hint}")
+    if resume and os.path.isfile(state_path + ".tmp"):
+        os.remove(state_path + ".tmp")  # a state cut short while written; the one before it is whole
     seg = zoo.load(segmentor)
     frozen = _Frozen(seg)
     log, offsets = [], offsets_within(radius)
@@ -324,7 +333,16 @@ def analyse(segmentor, out_dir, data_root="data/fashion_scenes", train_root="dat
         json.dump(errors.rounded(record), f, indent=1)
     if refined_dir:
         save_refined(refined_model(segmentor, head, beta, n), refined_dir, record)
+    if os.path.isfile(state_path):
+        os.remove(state_path)  # the analysis is complete: nothing to resume
     return record
+
+
+def resumable(out_dir):
+    """Whether ``out_dir`` is what a stopped ``analyse`` leaves: its head's training state, and at most the files
+    written after it (the state cut short while written, the head, the record)."""
+    left = set(os.listdir(out_dir)) if os.path.isdir(out_dir) else set()
+    return STATE_FILE in left and left <= {STATE_FILE, STATE_FILE + ".tmp", "affinity_head.pt", "record.json"}
 
 
 if __name__ == "__main__":
