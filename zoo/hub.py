@@ -295,7 +295,7 @@ def _check_writable(save_dir):
     try:
         with open(os.path.join(save_dir, CONFIG_NAME)) as f:
             cfg = json.load(f)
-        if isinstance(cfg, dict) and {"name", "task", "args"} <= set(cfg):
+        if _is_zoo_config(cfg):
             return
     except (OSError, ValueError):
         pass  # no config.json, or not JSON: the weights' header may still say whose folder it is
@@ -332,6 +332,11 @@ def _float_dtype(dtype):
 
 
 # -- reading ------------------------------------------------------------------------------------------------------
+def _is_zoo_config(cfg):
+    """Whether a parsed ``config.json`` is one the zoo writes: an object with ``name``, ``task`` and ``args``."""
+    return isinstance(cfg, dict) and {"name", "task", "args"} <= set(cfg)
+
+
 def read_config(path, source=None):
     """Read and validate a ``config.json``; an unknown model, task or format version is a clear error."""
     source = source or path
@@ -342,7 +347,7 @@ def read_config(path, source=None):
         raise HubError(f"{source}: no {CONFIG_NAME}; a published folder holds {', '.join(PUBLISHED_FILES)}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise HubError(f"{source}: {CONFIG_NAME} is not valid JSON ({e}); the file is corrupted") from None
-    if not isinstance(cfg, dict) or not {"name", "task", "args"} <= set(cfg):
+    if not _is_zoo_config(cfg):
         raise HubError(f"{source}: {CONFIG_NAME} lacks name/task/args; it was not written by zoo.save_pretrained")
     version = cfg.get("format_version", 1)
     if not isinstance(version, int) or version > FORMAT_VERSION:

@@ -277,7 +277,7 @@ def analyse(segmentor, out_dir, data_root="data/fashion_scenes", train_root="dat
     import zoo
     state_path = os.path.join(out_dir, STATE_FILE)
     for d in (out_dir, refined_dir):
-        left = sorted(os.listdir(d)) if d and os.path.isdir(d) else []
+        left = os.listdir(d) if d and os.path.isdir(d) else []
         if left and not (resume and d == out_dir and resumable(d)):
             hint = ", or resume=True (--resume) to go on from its head's training state" if resumable(d) else ""
             raise FileExistsError(f"{d} is not empty; give a new folder (nothing is overwritten){hint}")
